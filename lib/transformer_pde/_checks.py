@@ -1,0 +1,85 @@
+"""Input validation shared by the library: every public function fails loudly on bad input.
+
+Each checker returns a float64 array and raises :class:`ValueError` naming the argument and
+what was expected.
+"""
+
+import numpy as np
+
+WEIGHT_SUM_TOL = 1e-9
+
+
+def points(X, name="X"):
+    """A finite float64 array of shape ``(n, d)`` with ``n >= 1`` and ``d >= 1``."""
+    arr = np.asarray(X, dtype=np.float64)
+    if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] < 1:
+        raise ValueError(f"{name} must be a 2-D array of shape (n, d) with n, d >= 1, "
+                         f"got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains non-finite values (NaN or inf)")
+    return arr
+
+
+def matrix(M, name, shape=None, *, cols=None, square=False):
+    """A finite float64 2-D array, optionally of an exact ``shape`` or with ``cols`` columns."""
+    arr = np.asarray(M, dtype=np.float64)
+    if arr.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D array, got shape {arr.shape}")
+    if shape is not None and arr.shape != tuple(shape):
+        raise ValueError(f"{name} must have shape {tuple(shape)}, got {arr.shape}")
+    if cols is not None and arr.shape[1] != cols:
+        raise ValueError(f"{name} must have {cols} columns (the token dimension d), "
+                         f"got shape {arr.shape}")
+    if square and arr.shape[0] != arr.shape[1]:
+        raise ValueError(f"{name} must be square, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains non-finite values (NaN or inf)")
+    return arr
+
+
+def stack(Ms, name, *, cols):
+    """A finite float64 array of shape ``(H, rows, cols)`` with ``H >= 1``."""
+    arr = np.asarray(Ms, dtype=np.float64)
+    if arr.ndim != 3 or arr.shape[0] < 1 or arr.shape[2] != cols:
+        raise ValueError(f"{name} must have shape (H, ., {cols}) with H >= 1, got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains non-finite values (NaN or inf)")
+    return arr
+
+
+def weights(w, n, name="weights"):
+    """Probability weights of shape ``(n,)``: finite, non-negative, summing to one.
+
+    ``None`` means uniform weights ``1/n``.
+    """
+    if w is None:
+        return np.full(n, 1.0 / n)
+    arr = np.asarray(w, dtype=np.float64)
+    if arr.shape != (n,):
+        raise ValueError(f"{name} must have shape ({n},) to match the {n} tokens, got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains non-finite values (NaN or inf)")
+    if np.any(arr < 0):
+        raise ValueError(f"{name} must be non-negative, got a minimum of {arr.min():.3g}")
+    total = arr.sum()
+    if abs(total - 1.0) > WEIGHT_SUM_TOL:
+        raise ValueError(f"{name} must sum to 1 (a probability measure), got a sum of {total:.12g}")
+    return arr
+
+
+def positive_int(k, name):
+    """An integer ``>= 1``."""
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"{name} must be a positive integer, got {k!r}")
+    return int(k)
+
+
+def positive_float(x, name):
+    """A finite float ``> 0``."""
+    try:
+        val = float(x)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a positive number, got {x!r}") from None
+    if not np.isfinite(val) or val <= 0:
+        raise ValueError(f"{name} must be a positive finite number, got {x!r}")
+    return val

@@ -1,0 +1,442 @@
+r"""Velocity fields :math:`\Gamma_\mu` of the attention variants.
+
+A sequence of tokens is a weighted empirical measure :math:`\mu = \sum_j w_j \delta_{x_j}`:
+an array ``X`` of shape ``(n, d)`` (tokens are rows) and optional ``weights`` of shape
+``(n,)`` (default uniform, non-negative, summing to one). Every function returns the
+velocity field evaluated at the tokens themselves (row ``i`` is :math:`\Gamma_\mu(x_i)`,
+i.e. self-attention :math:`f(X)_i`) or, with ``queries=Y`` of shape ``(m, d)``, at other
+points of :math:`\mathbb{R}^d`.
+
+``causal=True`` is masked attention :math:`f^m(X)_i = f(x_1, \dots, x_i)_i`: query ``i``
+attends to the tokens ``j <= i`` only, through the restriction of :math:`\mu` to them,
+renormalised (for uniform weights, the uniform measure on the first ``i`` tokens).
+
+Numerics: logits go through log-sum-exp (finite and correct at logits of size :math:`10^4`
+and beyond), Sinkhorn runs in the log domain, and queries are processed in chunks so that
+memory stays :math:`O(\text{chunk} \times n)` instead of :math:`O(n^2)`.
+
+References: Vaswani et al. (2017) for softmax attention, Kim et al. (2021) for L2 attention,
+Sander et al. (2022) for Sinkhorn attention, Ramapuram et al. (2025) for sigmoid attention;
+the measure-theoretic formulation follows Castin, Ablin, Carrillo and Peyré (2025).
+"""
+
+import numpy as np
+from scipy.special import expit
+
+from . import _checks
+
+__all__ = [
+    "softmax",
+    "softmax_matrix",
+    "l2",
+    "l2_matrix",
+    "sinkhorn",
+    "sinkhorn_kernel",
+    "sigmoid",
+    "multihead",
+    "DEFAULT_BLOCK_ELEMENTS",
+]
+
+#: Default number of float64 entries of one ``(chunk, n)`` block of logits (2 MiB, cache-sized).
+DEFAULT_BLOCK_ELEMENTS = 2**18
+
+
+# --------------------------------------------------------------------------------------
+# shared machinery
+# --------------------------------------------------------------------------------------
+
+def _setup(X, weights, queries, causal):
+    """Validate the measure and the query points; return ``(X, w, Y, logw)``.
+
+    ``logw`` is ``None`` for uniform weights (a constant shift of the logits cancels).
+    """
+    X = _checks.points(X, "X")
+    n, d = X.shape
+    w = _checks.weights(weights, n)
+    if queries is None:
+        Y = X
+    else:
+        Y = _checks.points(queries, "queries")
+        if Y.shape[1] != d:
+            raise ValueError(f"queries must have d = {d} columns like X, got shape {Y.shape}")
+        if causal and Y.shape[0] != n:
+            raise ValueError("with causal=True, queries must have one row per token "
+                             f"(query i attends to tokens j <= i), got {Y.shape[0]} rows "
+                             f"for {n} tokens")
+    return X, w, Y, _log_weights(weights, w)
+
+
+def _log_weights(weights, w):
+    if weights is None:
+        return None
+    with np.errstate(divide="ignore"):
+        return np.log(w)
+
+
+def _chunk_bounds(m, n, chunk_size):
+    """Row ranges ``[start, stop)`` covering ``m`` queries against ``n`` tokens."""
+    if chunk_size is None:
+        chunk_size = max(1, DEFAULT_BLOCK_ELEMENTS // max(n, 1))
+    else:
+        chunk_size = _checks.positive_int(chunk_size, "chunk_size")
+    for start in range(0, m, chunk_size):
+        yield start, min(start + chunk_size, m)
+
+
+def _masked_logits(logits, logw, start, causal):
+    """Add log-weights, and ``-inf`` on the masked entries ``j > i`` when causal (in place).
+
+    ``logits`` has shape ``(stop - start, ncols)``: rows are queries ``start..stop-1`` and,
+    when causal, only the columns ``j < stop`` were computed.
+    """
+    c, ncols = logits.shape
+    if logw is not None:
+        logits += logw[:ncols]
+    if causal:
+        rows = np.arange(start, start + c)[:, None]
+        cols = np.arange(ncols)[None, :]
+        logits[cols > rows] = -np.inf
+    return logits
+
+
+def _exp_shifted(logits, start):
+    """``exp(logits - rowmax)`` in place, with a clear error on a row without mass."""
+    row_max = logits.max(axis=1, keepdims=True)
+    if not np.all(np.isfinite(row_max)):
+        bad = start + int(np.flatnonzero(~np.isfinite(row_max[:, 0]))[0])
+        raise ValueError(f"weights: query {bad} attends only to tokens of zero weight, "
+                         "so its attention is undefined")
+    np.subtract(logits, row_max, out=logits)
+    return np.exp(logits, out=logits)
+
+
+def _row_softmax(logits, start):
+    """Row-wise normalised exponentials (each row sums to one)."""
+    E = _exp_shifted(logits, start)
+    return E / E.sum(axis=1, keepdims=True)
+
+
+def _normalised_average(logit_block, values, logw, m, causal, chunk_size):
+    r"""Rows :math:`\sum_j P_{ij} v_j` with :math:`P_{ij} \propto w_j e^{L_{ij}}`, chunked.
+
+    ``logit_block(start, stop, ncols)`` returns the logits of queries ``start..stop-1``
+    against tokens ``0..ncols-1``. Numerator and denominator come from one matrix product
+    with ``[values, 1]``.
+    """
+    n, p = values.shape
+    values1 = np.hstack([values, np.ones((n, 1))])
+    out = np.empty((m, p))
+    for start, stop in _chunk_bounds(m, n, chunk_size):
+        ncols = min(stop, n) if causal else n
+        logits = _masked_logits(logit_block(start, stop, ncols), logw, start, causal)
+        num_den = _exp_shifted(logits, start) @ values1[:ncols]
+        out[start:stop] = num_den[:, :p] / num_den[:, p:]
+    return out
+
+
+def _dense_matrix(logit_block, logw, m, n, causal):
+    """The full ``(m, n)`` row-stochastic attention matrix (dense, O(mn) memory)."""
+    return _row_softmax(_masked_logits(logit_block(0, m, n), logw, 0, causal), 0)
+
+
+def _softmax_logits(X, Y, A):
+    AY = Y @ A.T  # row i is A y_i
+
+    def block(start, stop, ncols):
+        return AY[start:stop] @ X[:ncols].T
+
+    return block
+
+
+def _l2_logits(X, Y, Q, K):
+    """Logits :math:`-|Qy - Kx_j|^2` up to the row constant :math:`-|Qy|^2` (which cancels)."""
+    QY = Y @ Q.T
+    KX = X @ K.T
+    sq = np.einsum("ij,ij->i", KX, KX)
+
+    def block(start, stop, ncols):
+        return 2.0 * (QY[start:stop] @ KX[:ncols].T) - sq[:ncols]
+
+    return block
+
+
+def _check_QK(Q, K, d):
+    Q = _checks.matrix(Q, "Q", cols=d)
+    K = _checks.matrix(K, "K", cols=d)
+    if Q.shape != K.shape:
+        raise ValueError(f"Q and K must have the same shape (k, d), got {Q.shape} and {K.shape}")
+    return Q, K
+
+
+# --------------------------------------------------------------------------------------
+# softmax attention
+# --------------------------------------------------------------------------------------
+
+def softmax(X, A, V, *, weights=None, causal=False, queries=None, chunk_size=None):
+    r"""Softmax (traditional) attention :math:`\Gamma_\mu(x)`.
+
+    .. math::
+
+        \Gamma_\mu(x) = \frac{\int V y \, e^{\langle A x, y\rangle} \, d\mu(y)}
+                             {\int e^{\langle A x, y\rangle} \, d\mu(y)},
+        \qquad A = K^\top Q,
+
+    Vaswani et al. (2017); measure form of Castin et al. (2025).
+
+    Parameters
+    ----------
+    X : array (n, d)
+        Tokens, the atoms of :math:`\mu`.
+    A : array (d, d)
+        Key-query matrix :math:`K^\top Q`.
+    V : array (p, d)
+        Value matrix.
+    weights : array (n,), optional
+        Weights of the atoms (non-negative, summing to one); uniform by default.
+    causal : bool
+        Masked attention: query ``i`` attends to tokens ``j <= i`` only.
+    queries : array (m, d), optional
+        Points where :math:`\Gamma_\mu` is evaluated; the tokens themselves by default.
+    chunk_size : int, optional
+        Queries processed at once (memory ``O(chunk_size * n)``); chosen automatically.
+
+    Returns
+    -------
+    array (m, p)
+        Row ``i`` is :math:`\Gamma_\mu(y_i)`.
+    """
+    X, _, Y, logw = _setup(X, weights, queries, causal)
+    d = X.shape[1]
+    A = _checks.matrix(A, "A", shape=(d, d))
+    V = _checks.matrix(V, "V", cols=d)
+    return _normalised_average(_softmax_logits(X, Y, A), X @ V.T, logw, Y.shape[0], causal,
+                               chunk_size)
+
+
+def softmax_matrix(X, A, *, weights=None, causal=False, queries=None):
+    r"""The attention matrix :math:`P_{ij} = w_j e^{\langle A y_i, x_j\rangle} / \sum_k w_k e^{\langle A y_i, x_k\rangle}`.
+
+    Row-stochastic, shape ``(m, n)`` (dense: use for moderate sizes). With it,
+    ``softmax(X, A, V) == P @ X @ V.T``.
+    """
+    X, _, Y, logw = _setup(X, weights, queries, causal)
+    d = X.shape[1]
+    A = _checks.matrix(A, "A", shape=(d, d))
+    return _dense_matrix(_softmax_logits(X, Y, A), logw, Y.shape[0], X.shape[0], causal)
+
+
+# --------------------------------------------------------------------------------------
+# L2 attention
+# --------------------------------------------------------------------------------------
+
+def l2(X, Q, K, V, *, weights=None, causal=False, queries=None, chunk_size=None):
+    r"""L2 attention (Kim, Papamakarios and Mnih, 2021).
+
+    .. math::
+
+        \Gamma_\mu(x) = \frac{\int V y \, e^{-|Q x - K y|^2} \, d\mu(y)}
+                             {\int e^{-|Q x - K y|^2} \, d\mu(y)}.
+
+    ``Q`` and ``K`` have shape ``(k, d)``, ``V`` shape ``(p, d)``; the other arguments are
+    those of :func:`softmax`.
+    """
+    X, _, Y, logw = _setup(X, weights, queries, causal)
+    d = X.shape[1]
+    Q, K = _check_QK(Q, K, d)
+    V = _checks.matrix(V, "V", cols=d)
+    return _normalised_average(_l2_logits(X, Y, Q, K), X @ V.T, logw, Y.shape[0], causal,
+                               chunk_size)
+
+
+def l2_matrix(X, Q, K, *, weights=None, causal=False, queries=None):
+    r"""The L2 attention matrix :math:`P_{ij} \propto w_j e^{-|Q y_i - K x_j|^2}`, row-stochastic."""
+    X, _, Y, logw = _setup(X, weights, queries, causal)
+    Q, K = _check_QK(Q, K, X.shape[1])
+    return _dense_matrix(_l2_logits(X, Y, Q, K), logw, Y.shape[0], X.shape[0], causal)
+
+
+# --------------------------------------------------------------------------------------
+# Sinkhorn attention
+# --------------------------------------------------------------------------------------
+
+def _sq_cost(QX, KX):
+    """Cost matrix :math:`|Q x_i - K x_j|^2`, shape (n, n)."""
+    a = np.einsum("ij,ij->i", QX, QX)
+    b = np.einsum("ij,ij->i", KX, KX)
+    return np.maximum(a[:, None] + b[None, :] - 2.0 * (QX @ KX.T), 0.0)
+
+
+def _logsumexp(M, axis):
+    mx = M.max(axis=axis, keepdims=True)
+    mx = np.where(np.isfinite(mx), mx, 0.0)
+    with np.errstate(divide="ignore"):
+        return np.squeeze(mx, axis=axis) + np.log(np.exp(M - mx).sum(axis=axis))
+
+
+def _sinkhorn_potentials(X, w, Q, K, n_steps, tol, max_steps):
+    r"""Log-domain Sinkhorn-Knopp on :math:`k^0 = e^{-|Qx - Ky|^2}` against :math:`\mu`.
+
+    Returns ``(f, g, steps, err)`` with :math:`k = e^{f_i + g_j - |Qx_i - Kx_j|^2}`. Steps
+    alternate: even steps normalise in :math:`y` (rows, updating ``f``), odd steps in
+    :math:`x` (columns, updating ``g``). With ``n_steps=None`` the iteration runs until the
+    column marginal error after a row step is below ``tol``, and always ends on a row step.
+    """
+    n = X.shape[0]
+    with np.errstate(divide="ignore"):
+        logw = np.log(w)
+    logk0 = -_sq_cost(X @ Q.T, X @ K.T)
+    f = np.zeros(n)
+    g = np.zeros(n)
+    err = np.inf
+    limit = max_steps if n_steps is None else n_steps
+    step = 0
+    while step < limit:
+        if step % 2 == 0:  # normalise in y: sum_j w_j k_ij = 1
+            f = -_logsumexp(logk0 + g[None, :] + logw[None, :], axis=1)
+            cols = np.exp(_logsumexp(logk0 + f[:, None] + logw[:, None], axis=0) + g)
+            err = np.max(np.abs(cols - 1.0)[w > 0])
+            step += 1
+            if n_steps is None and err <= tol:
+                break
+        else:  # normalise in x: sum_i w_i k_ij = 1
+            g = -_logsumexp(logk0 + f[:, None] + logw[:, None], axis=0)
+            step += 1
+    if n_steps is None and err > tol:
+        raise RuntimeError(f"Sinkhorn did not converge in max_steps={max_steps} steps: "
+                           f"marginal error {err:.3g} > tol={tol:.3g}")
+    return f, g, step, err
+
+
+def _sinkhorn_setup(X, Q, K, weights, n_steps, tol, max_steps):
+    X = _checks.points(X, "X")
+    w = _checks.weights(weights, X.shape[0])
+    Q, K = _check_QK(Q, K, X.shape[1])
+    if n_steps is not None:
+        n_steps = _checks.positive_int(n_steps, "n_steps")
+    tol = _checks.positive_float(tol, "tol")
+    max_steps = _checks.positive_int(max_steps, "max_steps")
+    return X, w, Q, K, _sinkhorn_potentials(X, w, Q, K, n_steps, tol, max_steps)
+
+
+def sinkhorn_kernel(X, Q, K, *, weights=None, n_steps=None, tol=1e-10, max_steps=10_000):
+    r"""The Sinkhorn kernel :math:`k^\infty(x_i, x_j)` of Sinkhorn attention, shape ``(n, n)``.
+
+    :math:`k^0(x, y) = e^{-|Qx - Ky|^2}` is normalised alternately in :math:`y` (even steps,
+    :math:`k^{j+1}(x,y) = k^j(x,y) / \int k^j(x,y') d\mu(y')`) and in :math:`x` (odd steps)
+    (Sander et al., 2022; Castin et al., 2025). The limit is doubly stochastic against
+    :math:`\mu`: :math:`\sum_j w_j k_{ij} = 1` and :math:`\sum_i w_i k_{ij} = 1`, and
+    :math:`w_i w_j k_{ij}` is the entropic optimal transport plan (:math:`\varepsilon = 1`,
+    cost :math:`|Qx - Ky|^2`) from :math:`\mu` to itself.
+
+    ``n_steps=None`` iterates to convergence (column marginal error <= ``tol`` after a row
+    normalisation; ``RuntimeError`` after ``max_steps``); an integer performs exactly that
+    many normalisation steps (``n_steps=1``: L2 attention's kernel, normalised in y).
+    Computed in the log domain on the dense ``(n, n)`` cost.
+    """
+    X, w, Q, K, (f, g, _, _) = _sinkhorn_setup(X, Q, K, weights, n_steps, tol, max_steps)
+    logk0 = -_sq_cost(X @ Q.T, X @ K.T)
+    return np.exp(logk0 + f[:, None] + g[None, :])
+
+
+def sinkhorn(X, Q, K, V, *, weights=None, queries=None, n_steps=None, tol=1e-10,
+             max_steps=10_000, chunk_size=None):
+    r"""Sinkhorn attention (Sander, Ablin, Blondel and Peyré, 2022).
+
+    .. math::
+
+        \Gamma_\mu(x) = \int V y \, k^\infty(x, y) \, d\mu(y),
+
+    with :math:`k^\infty` the Sinkhorn limit of :math:`e^{-|Qx-Ky|^2}` against :math:`\mu`
+    (see :func:`sinkhorn_kernel`). At a query point :math:`x` outside the support,
+    :math:`k^\infty(x, \cdot)` is the kernel normalised in :math:`y` with the converged
+    column potential :math:`g`: :math:`k^\infty(x,y) \propto e^{g(y) - |Qx - Ky|^2}`, which on
+    the tokens coincides with the limit. The potentials need the dense ``(n, n)`` cost.
+    There is no causal variant: the column normalisation couples all tokens.
+    """
+    X, w, Q, K, (_, g, _, _) = _sinkhorn_setup(X, Q, K, weights, n_steps, tol, max_steps)
+    d = X.shape[1]
+    V = _checks.matrix(V, "V", cols=d)
+    Y = X if queries is None else _checks.points(queries, "queries")
+    if Y.shape[1] != d:
+        raise ValueError(f"queries must have d = {d} columns like X, got shape {Y.shape}")
+    with np.errstate(divide="ignore"):
+        log_weights = np.log(w) + g
+    return _normalised_average(_l2_logits(X, Y, Q, K), X @ V.T, log_weights, Y.shape[0], False,
+                               chunk_size)
+
+
+# --------------------------------------------------------------------------------------
+# sigmoid attention
+# --------------------------------------------------------------------------------------
+
+def sigmoid(X, A, V, *, weights=None, causal=False, queries=None, bias=0.0, chunk_size=None):
+    r"""Sigmoid attention (Ramapuram et al., 2025), with no normalisation over tokens.
+
+    .. math::
+
+        \Gamma_\mu(x) = \int \sigma(\langle A x, y\rangle + b) \, V y \, d\mu(y),
+        \qquad \sigma(z) = \frac{1}{1 + e^{-z}}.
+
+    Convention: the sum is against the probability measure :math:`\mu` (so for uniform
+    weights it carries a factor :math:`1/n`) and ``bias`` is :math:`b`. Ramapuram et al.
+    sum without :math:`1/n` and recommend :math:`b = -\log n`; since
+    :math:`\sigma(z - \log n) \approx e^{z}/n` for :math:`e^z \ll n`, their layer is close to
+    this one with ``bias=0`` only in that regime; pass ``bias`` and rescale ``V`` by ``n`` to
+    reproduce theirs exactly. With ``causal=True``, query ``i`` uses the restriction of
+    :math:`\mu` to tokens ``j <= i`` renormalised to a probability measure (the masked
+    convention :math:`f^m(X)_i = f(x_1, \dots, x_i)_i`).
+    """
+    X, w, Y, _ = _setup(X, weights, queries, causal)
+    n, d = X.shape
+    A = _checks.matrix(A, "A", shape=(d, d))
+    V = _checks.matrix(V, "V", cols=d)
+    b = float(bias)
+    if not np.isfinite(b):
+        raise ValueError(f"bias must be finite, got {bias!r}")
+    values = X @ V.T
+    block = _softmax_logits(X, Y, A)
+    m = Y.shape[0]
+    out = np.empty((m, values.shape[1]))
+    cumw = np.cumsum(w)
+    for start, stop in _chunk_bounds(m, n, chunk_size):
+        ncols = min(stop, n) if causal else n
+        S = expit(block(start, stop, ncols) + b) * w[:ncols]
+        if causal:
+            rows = np.arange(start, stop)[:, None]
+            S[np.arange(ncols)[None, :] > rows] = 0.0
+            mass = cumw[start:stop]
+            if np.any(mass <= 0):
+                bad = start + int(np.flatnonzero(mass <= 0)[0])
+                raise ValueError(f"weights: query {bad} attends only to tokens of zero weight, "
+                                 "so its masked attention is undefined")
+            S /= mass[:, None]
+        out[start:stop] = S @ values[:ncols]
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# multi-head attention
+# --------------------------------------------------------------------------------------
+
+def multihead(X, As, Vs, *, weights=None, causal=False, queries=None, chunk_size=None):
+    r"""Multi-head softmax attention :math:`\Gamma_\mu(x) = \sum_{h=1}^H \Gamma^{(h)}_\mu(x)`.
+
+    Head ``h`` is :func:`softmax` attention with key-query matrix ``As[h]`` and value matrix
+    ``Vs[h]``, the output projection :math:`W_h` folded in (:math:`V_h \leftarrow W_h V_h`),
+    as in Castin et al. (2024, 2025). ``As`` has shape ``(H, d, d)``, ``Vs`` shape
+    ``(H, p, d)``.
+    """
+    X = _checks.points(X, "X")
+    d = X.shape[1]
+    As = _checks.stack(As, "As", cols=d)
+    Vs = _checks.stack(Vs, "Vs", cols=d)
+    if As.shape[1] != d:
+        raise ValueError(f"As must have shape (H, {d}, {d}), got {As.shape}")
+    if Vs.shape[0] != As.shape[0]:
+        raise ValueError(f"As and Vs must have the same number of heads, got {As.shape[0]} "
+                         f"and {Vs.shape[0]}")
+    out = 0.0
+    for A, V in zip(As, Vs, strict=True):
+        out = out + softmax(X, A, V, weights=weights, causal=causal, queries=queries,
+                            chunk_size=chunk_size)
+    return out

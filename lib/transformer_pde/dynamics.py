@@ -1,0 +1,255 @@
+r"""Time integration of the particle system :math:`\dot x_i = \Gamma_{\mu(t)}(x_i)`.
+
+A *field* is any callable ``field(t, X) -> array (n, d)``; :func:`attention_field` builds
+one from an attention function of :mod:`transformer_pde.attention` with constant or
+time-dependent parameters. :func:`integrate` solves the ODE with explicit Euler, classical
+RK4 or SciPy's adaptive :func:`scipy.integrate.solve_ivp`; :func:`residual_stack` is a deep
+residual Transformer of depth ``L``, which is exactly the explicit Euler scheme with step
+``T/L`` (Castin et al., 2025; Sander et al., 2022; E, 2017).
+
+Blow-up is never silent: when the tokens leave the ball of radius ``blowup_radius`` or a
+value stops being finite, integration stops and :class:`BlowUpError` reports the time, the
+reason and the trajectory up to the last recorded time.
+"""
+
+import math
+
+import numpy as np
+from scipy.integrate import solve_ivp
+from scipy.linalg import expm
+
+from . import _checks
+
+__all__ = [
+    "BlowUpError",
+    "integrate",
+    "residual_stack",
+    "attention_field",
+    "rescale",
+    "rescaled_field",
+    "FIXED_STEP_METHODS",
+    "ADAPTIVE_METHODS",
+]
+
+FIXED_STEP_METHODS = ("euler", "rk4")
+ADAPTIVE_METHODS = ("RK45", "RK23", "DOP853", "Radau", "BDF", "LSODA")
+
+
+class BlowUpError(RuntimeError):
+    """Integration stopped because the solution blew up.
+
+    Attributes
+    ----------
+    time : float
+        Time at which the blow-up was detected.
+    times : array (k,)
+        The requested times reached before it.
+    trajectory : array (k, n, d)
+        The solution at those times.
+    """
+
+    def __init__(self, message, *, time, times, trajectory):
+        super().__init__(message)
+        self.time = float(time)
+        self.times = np.asarray(times)
+        self.trajectory = np.asarray(trajectory)
+
+
+def attention_field(attention, /, **params):
+    r"""The field ``(t, X) -> attention(X, **params_at_t)`` of an attention variant.
+
+    Each keyword whose value is callable is treated as a time-dependent parameter and
+    evaluated at ``t`` (e.g. ``V=lambda t: np.cos(t) * np.eye(2)``); the others are passed
+    unchanged. Example::
+
+        field = attention_field(attention.softmax, A=A, V=lambda t: V0 + t * V1)
+    """
+    if not callable(attention):
+        raise ValueError("attention must be callable, e.g. transformer_pde.attention.softmax")
+
+    def field(t, X):
+        kwargs = {k: (v(t) if callable(v) else v) for k, v in params.items()}
+        return attention(X, **kwargs)
+
+    field.__name__ = f"{getattr(attention, '__name__', 'attention')}_field"
+    return field
+
+
+def _check_times(times):
+    t = np.asarray(times, dtype=np.float64)
+    if t.ndim != 1 or t.size < 1:
+        raise ValueError(f"times must be a 1-D array with at least one entry, got shape {t.shape}")
+    if not np.all(np.isfinite(t)):
+        raise ValueError("times contains non-finite values")
+    if np.any(np.diff(t) <= 0):
+        raise ValueError("times must be strictly increasing")
+    return t
+
+
+def _evaluate(field, t, X, shape):
+    v = np.asarray(field(t, X), dtype=np.float64)
+    if v.shape != shape:
+        raise ValueError(f"field(t, X) must return an array of shape {shape}, got {v.shape}")
+    return v
+
+
+def _check_state(X, t, radius, times_done, traj_done):
+    """Raise :class:`BlowUpError` if ``X`` is non-finite or outside the ball."""
+    if not np.all(np.isfinite(X)):
+        reason = "the state stopped being finite (overflow)"
+    else:
+        r = float(np.max(np.linalg.norm(X, axis=-1)))
+        if r <= radius:
+            return
+        reason = f"max |x_i| = {r:.4g} exceeds blowup_radius = {radius:.4g}"
+    raise BlowUpError(f"blow-up detected at t = {t:.6g}: {reason}", time=t,
+                      times=times_done, trajectory=traj_done)
+
+
+def _fixed_step(field, X0, t, method, max_step, radius):
+    n, d = X0.shape
+    traj = np.empty((t.size, n, d))
+    traj[0] = X0
+    X = X0.copy()
+    for k in range(t.size - 1):
+        t0, t1 = t[k], t[k + 1]
+        m = 1 if max_step is None else max(1, math.ceil((t1 - t0) / max_step - 1e-12))
+        h = (t1 - t0) / m
+        for s in range(m):
+            ts = t0 + s * h
+            with np.errstate(over="ignore", invalid="ignore"):
+                if method == "euler":
+                    X = X + h * _evaluate(field, ts, X, (n, d))
+                else:
+                    k1 = _evaluate(field, ts, X, (n, d))
+                    k2 = _evaluate(field, ts + h / 2, X + (h / 2) * k1, (n, d))
+                    k3 = _evaluate(field, ts + h / 2, X + (h / 2) * k2, (n, d))
+                    k4 = _evaluate(field, ts + h, X + h * k3, (n, d))
+                    X = X + (h / 6) * (k1 + 2 * k2 + 2 * k3 + k4)
+            _check_state(X, ts + h, radius, t[: k + 1], traj[: k + 1])
+        traj[k + 1] = X
+    return traj
+
+
+def _adaptive(field, X0, t, method, max_step, radius, rtol, atol):
+    n, d = X0.shape
+    state = {}
+
+    def rhs(s, y):
+        X = y.reshape(n, d)
+        with np.errstate(over="ignore", invalid="ignore"):
+            v = _evaluate(field, s, X, (n, d))
+        if not np.all(np.isfinite(v)):
+            state["t"] = s
+            raise FloatingPointError
+        return v.ravel()
+
+    def leaves_ball(s, y):
+        return radius - np.max(np.linalg.norm(y.reshape(n, d), axis=1))
+
+    leaves_ball.terminal = True
+    leaves_ball.direction = -1
+    kwargs = {} if max_step is None else {"max_step": max_step}
+    if t.size == 1:
+        return X0[None].copy()
+    try:
+        sol = solve_ivp(rhs, (t[0], t[-1]), X0.ravel(), method=method, t_eval=t,
+                        events=leaves_ball, rtol=rtol, atol=atol, **kwargs)
+    except FloatingPointError:
+        raise BlowUpError(f"blow-up detected at t = {state['t']:.6g}: the velocity field "
+                          "stopped being finite (overflow)", time=state["t"], times=t[:0],
+                          trajectory=np.empty((0, n, d))) from None
+    done = sol.y.T.reshape(-1, n, d)
+    if sol.status == 1:
+        te = float(sol.t_events[0][0])
+        raise BlowUpError(f"blow-up detected at t = {te:.6g}: max |x_i| reached "
+                          f"blowup_radius = {radius:.4g}", time=te, times=sol.t,
+                          trajectory=done)
+    if sol.status != 0:
+        raise RuntimeError(f"solve_ivp ({method}) failed: {sol.message}")
+    return done
+
+
+def integrate(field, X0, times, *, method="DOP853", max_step=None, rtol=1e-9, atol=1e-12,
+              blowup_radius=1e8):
+    r"""Solve :math:`\dot X = \text{field}(t, X)` from ``X0`` at ``times[0]``.
+
+    Parameters
+    ----------
+    field : callable
+        ``field(t, X) -> array (n, d)``, e.g. from :func:`attention_field`.
+    X0 : array (n, d)
+        Initial tokens.
+    times : array (k,)
+        Strictly increasing times; the first is the initial time.
+    method : str
+        ``"euler"`` (explicit Euler, order 1) or ``"rk4"`` (classical Runge-Kutta, order 4):
+        fixed steps, one per interval of ``times`` unless ``max_step`` subdivides them;
+        or a :func:`scipy.integrate.solve_ivp` method (``"DOP853"``, ``"RK45"``, ...) with
+        tolerances ``rtol`` and ``atol``.
+    max_step : float, optional
+        Largest step (fixed-step methods split each interval into equal steps no larger).
+    blowup_radius : float
+        Integration stops with :class:`BlowUpError` when a token leaves this ball or a
+        value stops being finite.
+
+    Returns
+    -------
+    array (k, n, d)
+        The tokens at each of ``times``.
+    """
+    if not callable(field):
+        raise ValueError("field must be callable as field(t, X)")
+    X0 = _checks.points(X0, "X0")
+    t = _check_times(times)
+    if max_step is not None:
+        max_step = _checks.positive_float(max_step, "max_step")
+    radius = _checks.positive_float(blowup_radius, "blowup_radius")
+    _check_state(X0, float(t[0]), radius, t[:0], np.empty((0, *X0.shape)))
+    if method in FIXED_STEP_METHODS:
+        return _fixed_step(field, X0, t, method, max_step, radius)
+    if method in ADAPTIVE_METHODS:
+        return _adaptive(field, X0, t, method, max_step, radius, rtol, atol)
+    raise ValueError(f"method must be one of {FIXED_STEP_METHODS + ADAPTIVE_METHODS}, "
+                     f"got {method!r}")
+
+
+def residual_stack(field, X0, T, L):
+    r"""Outputs of a residual network of depth ``L``: :math:`X^{\ell+1} = X^\ell + \frac{T}{L}\,\text{field}(\ell T/L, X^\ell)`.
+
+    This is the explicit Euler scheme of :math:`\dot X = \text{field}(t, X)` on
+    :math:`[0, T]` with step :math:`T/L`; returns all ``L + 1`` layers' tokens,
+    shape ``(L + 1, n, d)``.
+    """
+    L = _checks.positive_int(L, "L")
+    T = _checks.positive_float(T, "T")
+    return integrate(field, X0, np.linspace(0.0, T, L + 1), method="euler")
+
+
+def rescale(trajectory, times, V):
+    r"""Rescaled tokens :math:`z_i(t) = e^{-tV} x_i(t)` (Geshkovski et al., 2023).
+
+    ``trajectory`` has shape ``(k, n, d)`` at ``times`` (shape ``(k,)``); ``V`` is constant.
+    """
+    traj = np.asarray(trajectory, dtype=np.float64)
+    t = np.asarray(times, dtype=np.float64)
+    if traj.ndim != 3 or t.shape != (traj.shape[0],):
+        raise ValueError(f"trajectory must have shape (k, n, d) with k = len(times), got "
+                         f"{traj.shape} and times of shape {t.shape}")
+    V = _checks.matrix(V, "V", shape=(traj.shape[2], traj.shape[2]))
+    return np.stack([x @ expm(-tk * V).T for tk, x in zip(t, traj, strict=True)])
+
+
+def rescaled_field(field, V):
+    r"""The field of :math:`z = e^{-tV} x`: :math:`\dot z = -Vz + e^{-tV}\,\text{field}(t, e^{tV} z)`.
+
+    Integrating it avoids the exponential growth of :math:`x` when studying clustering.
+    """
+    V = _checks.matrix(V, "V", square=True)
+
+    def zfield(t, Z):
+        E = expm(t * V)
+        X = Z @ E.T
+        return -Z @ V.T + np.linalg.solve(E, np.asarray(field(t, X)).T).T
+
+    return zfield

@@ -1,0 +1,69 @@
+"""The house figure style and the recurring plots of the book."""
+
+import matplotlib as mpl
+import matplotlib.pyplot as plt
+import numpy as np
+
+from .fitting import fit_power_law
+
+__all__ = ["use_house_style", "loglog_fit", "quiver_field", "COLORS"]
+
+#: Colour cycle of the book (colour-blind safe, Okabe-Ito).
+COLORS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
+
+
+def use_house_style():
+    """Set the book's matplotlib defaults (sizes, grid, colours, PNG resolution)."""
+    mpl.rcParams.update({
+        "figure.figsize": (6.4, 4.0),
+        "figure.dpi": 90,
+        "savefig.dpi": 90,
+        "figure.constrained_layout.use": True,
+        "axes.grid": True,
+        "grid.alpha": 0.3,
+        "axes.spines.top": False,
+        "axes.spines.right": False,
+        "axes.prop_cycle": mpl.cycler(color=COLORS),
+        "font.size": 10,
+        "axes.titlesize": 10,
+        "legend.fontsize": 9,
+        "legend.frameon": False,
+        "lines.markersize": 5,
+        "image.cmap": "viridis",
+    })
+
+
+def loglog_fit(ax, x, y, *, label=None, color=None, marker="o", fit_label=True):
+    """Plot ``y`` against ``x`` on log-log axes with its power-law fit; return the fit.
+
+    The fitted line is dashed and labelled with its exponent.
+    """
+    fit = fit_power_law(x, y)
+    (line,) = ax.loglog(x, y, marker, color=color, label=label)
+    xs = np.geomspace(np.min(x), np.max(x), 50)
+    ax.loglog(xs, fit(xs), "--", color=line.get_color(), lw=1,
+              label=f"fit: slope {fit.exponent:.2f}" if fit_label else None)
+    return fit
+
+
+def quiver_field(ax, X, velocities, *, grid=None, grid_velocities=None, title=None,
+                 color="C0"):
+    """Tokens as dots with their velocities as arrows; optionally the field on a grid.
+
+    ``grid`` (m, 2) and ``grid_velocities`` (m, 2) draw the field at other points in grey.
+    """
+    if grid is not None:
+        ax.quiver(grid[:, 0], grid[:, 1], grid_velocities[:, 0], grid_velocities[:, 1],
+                  color="0.6", angles="xy", width=0.004)
+    ax.scatter(X[:, 0], X[:, 1], s=14, color="k", zorder=3)
+    ax.quiver(X[:, 0], X[:, 1], velocities[:, 0], velocities[:, 1], color=color,
+              angles="xy", width=0.006, zorder=4)
+    ax.set_aspect("equal")
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def close_all():
+    """Close every open figure (keeps notebook memory flat)."""
+    plt.close("all")
