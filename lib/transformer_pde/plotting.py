@@ -47,17 +47,28 @@ def loglog_fit(ax, x, y, *, label=None, color=None, marker="o", fit_label=True):
 
 
 def quiver_field(ax, X, velocities, *, grid=None, grid_velocities=None, title=None,
-                 color="C0"):
+                 color="C0", arrow_length=None):
     """Tokens as dots with their velocities as arrows; optionally the field on a grid.
 
     ``grid`` (m, 2) and ``grid_velocities`` (m, 2) draw the field at other points in grey.
+    All arrows of the panel share one scale: the longest is ``arrow_length`` data units
+    (default: a tenth of the plotted extent), so lengths are comparable within a panel.
     """
+    X = np.asarray(X)
+    velocities = np.asarray(velocities)
+    points = X if grid is None else np.vstack([X, grid])
+    vel = velocities if grid is None else np.vstack([velocities, grid_velocities])
+    vmax = float(np.max(np.linalg.norm(vel, axis=1)))
+    if arrow_length is None:
+        arrow_length = 0.1 * float(np.max(np.ptp(points, axis=0)))
+    scale = vmax / arrow_length if vmax > 0 else 1.0
+    common = {"angles": "xy", "scale_units": "xy", "scale": scale}
     if grid is not None:
         ax.quiver(grid[:, 0], grid[:, 1], grid_velocities[:, 0], grid_velocities[:, 1],
-                  color="0.6", angles="xy", width=0.004)
+                  color="0.6", width=0.004, **common)
     ax.scatter(X[:, 0], X[:, 1], s=14, color="k", zorder=3)
     ax.quiver(X[:, 0], X[:, 1], velocities[:, 0], velocities[:, 1], color=color,
-              angles="xy", width=0.006, zorder=4)
+              width=0.006, zorder=4, **common)
     ax.set_aspect("equal")
     if title:
         ax.set_title(title)
