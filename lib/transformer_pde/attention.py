@@ -214,10 +214,13 @@ def softmax(X, A, V, *, weights=None, causal=False, queries=None, chunk_size=Non
 
 
 def softmax_matrix(X, A, *, weights=None, causal=False, queries=None):
-    r"""The attention matrix :math:`P_{ij} = w_j e^{\langle A y_i, x_j\rangle} / \sum_k w_k e^{\langle A y_i, x_k\rangle}`.
+    r"""The softmax attention matrix, row-stochastic, shape ``(m, n)``.
 
-    Row-stochastic, shape ``(m, n)`` (dense: use for moderate sizes). With it,
-    ``softmax(X, A, V) == P @ X @ V.T``.
+    .. math::
+
+        P_{ij} = \frac{w_j e^{\langle A y_i, x_j\rangle}}{\sum_k w_k e^{\langle A y_i, x_k\rangle}}
+
+    Dense (use for moderate sizes); with it, ``softmax(X, A, V) == P @ X @ V.T``.
     """
     X, _, Y, logw = _setup(X, weights, queries, causal)
     d = X.shape[1]
@@ -249,7 +252,10 @@ def l2(X, Q, K, V, *, weights=None, causal=False, queries=None, chunk_size=None)
 
 
 def l2_matrix(X, Q, K, *, weights=None, causal=False, queries=None):
-    r"""The L2 attention matrix :math:`P_{ij} \propto w_j e^{-|Q y_i - K x_j|^2}`, row-stochastic."""
+    r"""The L2 attention matrix :math:`P_{ij} \propto w_j e^{-|Q y_i - K x_j|^2}`, row-stochastic.
+
+    Dense ``(m, n)``; with it, ``l2(X, Q, K, V) == P @ X @ V.T``.
+    """
     X, _, Y, logw = _setup(X, weights, queries, causal)
     Q, K = _check_QK(Q, K, X.shape[1])
     return _dense_matrix(_l2_logits(X, Y, Q, K), logw, Y.shape[0], X.shape[0], causal)

@@ -215,7 +215,11 @@ def integrate(field, X0, times, *, method="DOP853", max_step=None, rtol=1e-9, at
 
 
 def residual_stack(field, X0, T, L):
-    r"""Outputs of a residual network of depth ``L``: :math:`X^{\ell+1} = X^\ell + \frac{T}{L}\,\text{field}(\ell T/L, X^\ell)`.
+    r"""Outputs of a residual network of depth ``L``.
+
+    .. math::
+
+        X^{\ell+1} = X^\ell + \frac{T}{L}\,\text{field}(\ell T/L, X^\ell), \qquad 0 \le \ell < L.
 
     This is the explicit Euler scheme of :math:`\dot X = \text{field}(t, X)` on
     :math:`[0, T]` with step :math:`T/L`; returns all ``L + 1`` layers' tokens,
@@ -241,7 +245,11 @@ def rescale(trajectory, times, V):
 
 
 def rescaled_field(field, V):
-    r"""The field of :math:`z = e^{-tV} x`: :math:`\dot z = -Vz + e^{-tV}\,\text{field}(t, e^{tV} z)`.
+    r"""The velocity field of the rescaled tokens :math:`z = e^{-tV} x`.
+
+    .. math::
+
+        \dot z = -Vz + e^{-tV}\,\text{field}(t, e^{tV} z).
 
     Integrating it avoids the exponential growth of :math:`x` when studying clustering.
     """
