@@ -282,7 +282,10 @@ def _logsumexp(M, axis):
 def _sinkhorn_potentials(X, w, Q, K, n_steps, tol, max_steps):
     r"""Log-domain Sinkhorn-Knopp on :math:`k^0 = e^{-|Qx - Ky|^2}` against :math:`\mu`.
 
-    Returns ``(f, g, steps, err)`` with :math:`k = e^{f_i + g_j - |Qx_i - Kx_j|^2}`. Steps
+    Returns ``(f, g, g_row, steps, err)`` with :math:`k = e^{f_i + g_j - |Qx_i - Kx_j|^2}`
+    and ``g_row`` the column potential the last row normalisation used (``f`` is
+    :math:`-\log \int e^{g_{row}(y) - |Qx - Ky|^2} d\mu(y)`; ``g_row == g`` unless the last
+    step normalised columns). Steps
     alternate: even steps normalise in :math:`y` (rows, updating ``f``), odd steps in
     :math:`x` (columns, updating ``g``). With ``n_steps=None`` the iteration runs until the
     column marginal error after a row step is below ``tol``, and always ends on a row step.
@@ -293,12 +296,14 @@ def _sinkhorn_potentials(X, w, Q, K, n_steps, tol, max_steps):
     logk0 = -_sq_cost(X @ Q.T, X @ K.T)
     f = np.zeros(n)
     g = np.zeros(n)
+    g_row = g
     err = np.inf
     limit = max_steps if n_steps is None else n_steps
     step = 0
     while step < limit:
         if step % 2 == 0:  # normalise in y: sum_j w_j k_ij = 1
             f = -_logsumexp(logk0 + g[None, :] + logw[None, :], axis=1)
+            g_row = g
             cols = np.exp(_logsumexp(logk0 + f[:, None] + logw[:, None], axis=0) + g)
             err = np.max(np.abs(cols - 1.0)[w > 0])
             step += 1
@@ -310,7 +315,7 @@ def _sinkhorn_potentials(X, w, Q, K, n_steps, tol, max_steps):
     if n_steps is None and err > tol:
         raise RuntimeError(f"Sinkhorn did not converge in max_steps={max_steps} steps: "
                            f"marginal error {err:.3g} > tol={tol:.3g}")
-    return f, g, step, err
+    return f, g, g_row, step, err
 
 
 def _sinkhorn_setup(X, Q, K, weights, n_steps, tol, max_steps):
@@ -339,7 +344,7 @@ def sinkhorn_kernel(X, Q, K, *, weights=None, n_steps=None, tol=1e-10, max_steps
     many normalisation steps (``n_steps=1``: L2 attention's kernel, normalised in y).
     Computed in the log domain on the dense ``(n, n)`` cost.
     """
-    X, w, Q, K, (f, g, _, _) = _sinkhorn_setup(X, Q, K, weights, n_steps, tol, max_steps)
+    X, w, Q, K, (f, g, _, _, _) = _sinkhorn_setup(X, Q, K, weights, n_steps, tol, max_steps)
     logk0 = -_sq_cost(X @ Q.T, X @ K.T)
     return np.exp(logk0 + f[:, None] + g[None, :])
 
@@ -356,19 +361,37 @@ def sinkhorn(X, Q, K, V, *, weights=None, queries=None, n_steps=None, tol=1e-10,
     (see :func:`sinkhorn_kernel`). At a query point :math:`x` outside the support,
     :math:`k^\infty(x, \cdot)` is the kernel normalised in :math:`y` with the converged
     column potential :math:`g`: :math:`k^\infty(x,y) \propto e^{g(y) - |Qx - Ky|^2}`, which on
-    the tokens coincides with the limit. The potentials need the dense ``(n, n)`` cost.
+    the tokens coincides with the limit. With an integer ``n_steps``, the field uses exactly
+    the kernel of :func:`sinkhorn_kernel` after that many steps (for an even number, its rows
+    do not sum to one). The potentials need the dense ``(n, n)`` cost.
     There is no causal variant: the column normalisation couples all tokens.
     """
-    X, w, Q, K, (_, g, _, _) = _sinkhorn_setup(X, Q, K, weights, n_steps, tol, max_steps)
+    X, w, Q, K, (_, g, g_row, _, _) = _sinkhorn_setup(X, Q, K, weights, n_steps, tol,
+                                                       max_steps)
     d = X.shape[1]
     V = _checks.matrix(V, "V", cols=d)
     Y = X if queries is None else _checks.points(queries, "queries")
     if Y.shape[1] != d:
         raise ValueError(f"queries must have d = {d} columns like X, got shape {Y.shape}")
     with np.errstate(divide="ignore"):
-        log_weights = np.log(w) + g
-    return _normalised_average(_l2_logits(X, Y, Q, K), X @ V.T, log_weights, Y.shape[0], False,
-                               chunk_size)
+        logw = np.log(w)
+    block = _l2_logits(X, Y, Q, K)
+    values = X @ V.T
+    if g_row is g:  # the last step normalised rows: a plain normalised average
+        return _normalised_average(block, values, logw + g, Y.shape[0], False, chunk_size)
+    # an even number of steps ends on a column normalisation: the rows of the kernel do not
+    # sum to one. k(x, y) = e^{f(x) + g(y) - c(x, y)} with f from the previous row step.
+    out = np.empty((Y.shape[0], values.shape[1]))
+    for start, stop in _chunk_bounds(Y.shape[0], X.shape[0], chunk_size):
+        logits = block(start, stop, X.shape[0]) + logw
+        num = logits + g
+        den = logits + g_row
+        m_num = num.max(axis=1, keepdims=True)
+        m_den = den.max(axis=1, keepdims=True)
+        log_den = m_den[:, 0] + np.log(np.exp(den - m_den).sum(axis=1))
+        scale = np.exp(m_num[:, 0] - log_den)
+        out[start:stop] = (np.exp(num - m_num) @ values) * scale[:, None]
+    return out
 
 
 # --------------------------------------------------------------------------------------

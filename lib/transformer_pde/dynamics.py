@@ -15,8 +15,9 @@ reason and the trajectory up to the last recorded time.
 import math
 
 import numpy as np
-from scipy.integrate import solve_ivp
+from scipy.integrate import BDF, DOP853, LSODA, RK23, RK45, Radau
 from scipy.linalg import expm
+from scipy.optimize import brentq
 
 from . import _checks
 
@@ -32,7 +33,15 @@ __all__ = [
 ]
 
 FIXED_STEP_METHODS = ("euler", "rk4")
-ADAPTIVE_METHODS = ("RK45", "RK23", "DOP853", "Radau", "BDF", "LSODA")
+_SOLVERS = {"RK45": RK45, "RK23": RK23, "DOP853": DOP853, "Radau": Radau, "BDF": BDF,
+            "LSODA": LSODA}
+ADAPTIVE_METHODS = tuple(_SOLVERS)
+
+
+class _NonFinite(Exception):
+    def __init__(self, time):
+        super().__init__(time)
+        self.time = float(time)
 
 
 class BlowUpError(RuntimeError):
@@ -132,42 +141,56 @@ def _fixed_step(field, X0, t, method, max_step, radius):
 
 
 def _adaptive(field, X0, t, method, max_step, radius, rtol, atol):
+    """SciPy's adaptive solvers (the steppers behind :func:`scipy.integrate.solve_ivp`).
+
+    Stepping the solver ourselves keeps, on blow-up, the solution at every requested time
+    reached, and locates the exit from the ball on the step's dense output.
+    """
     n, d = X0.shape
-    state = {}
+    traj = [X0.copy()]
+    if t.size == 1:
+        return np.stack(traj)
 
     def rhs(s, y):
-        X = y.reshape(n, d)
         with np.errstate(over="ignore", invalid="ignore"):
-            v = _evaluate(field, s, X, (n, d))
+            v = _evaluate(field, s, y.reshape(n, d), (n, d))
         if not np.all(np.isfinite(v)):
-            state["t"] = s
-            raise FloatingPointError
+            raise _NonFinite(s)
         return v.ravel()
 
-    def leaves_ball(s, y):
-        return radius - np.max(np.linalg.norm(y.reshape(n, d), axis=1))
+    def radius_excess(s, dense):
+        return float(np.max(np.linalg.norm(dense(s).reshape(n, d), axis=1))) - radius
 
-    leaves_ball.terminal = True
-    leaves_ball.direction = -1
-    kwargs = {} if max_step is None else {"max_step": max_step}
-    if t.size == 1:
-        return X0[None].copy()
-    try:
-        sol = solve_ivp(rhs, (t[0], t[-1]), X0.ravel(), method=method, t_eval=t,
-                        events=leaves_ball, rtol=rtol, atol=atol, **kwargs)
-    except FloatingPointError:
-        raise BlowUpError(f"blow-up detected at t = {state['t']:.6g}: the velocity field "
-                          "stopped being finite (overflow)", time=state["t"], times=t[:0],
-                          trajectory=np.empty((0, n, d))) from None
-    done = sol.y.T.reshape(-1, n, d)
-    if sol.status == 1:
-        te = float(sol.t_events[0][0])
-        raise BlowUpError(f"blow-up detected at t = {te:.6g}: max |x_i| reached "
-                          f"blowup_radius = {radius:.4g}", time=te, times=sol.t,
-                          trajectory=done)
-    if sol.status != 0:
-        raise RuntimeError(f"solve_ivp ({method}) failed: {sol.message}")
-    return done
+    solver = _SOLVERS[method](rhs, t[0], X0.ravel(), t[-1], rtol=rtol, atol=atol,
+                              max_step=np.inf if max_step is None else max_step)
+    k = 1
+    while k < t.size:
+        t_old = solver.t
+        try:
+            message = solver.step()
+        except _NonFinite as exc:
+            raise BlowUpError(f"blow-up detected at t = {exc.time:.6g}: the velocity field "
+                              "stopped being finite (overflow)", time=exc.time,
+                              times=t[:k], trajectory=np.stack(traj)) from None
+        if solver.status == "failed":
+            raise BlowUpError(f"blow-up suspected near t = {solver.t:.6g}: the {method} solver "
+                              f"failed ({message})", time=solver.t, times=t[:k],
+                              trajectory=np.stack(traj))
+        dense = solver.dense_output()
+        y_end = solver.y.reshape(n, d)
+        outside = (not np.all(np.isfinite(y_end))
+                   or np.max(np.linalg.norm(y_end, axis=1)) > radius)
+        t_exit = solver.t
+        if outside and np.all(np.isfinite(y_end)):
+            t_exit = brentq(radius_excess, t_old, solver.t, args=(dense,), xtol=1e-14)
+        while k < t.size and t[k] <= t_exit:
+            traj.append(dense(t[k]).reshape(n, d))
+            k += 1
+        if outside:
+            raise BlowUpError(f"blow-up detected at t = {t_exit:.6g}: max |x_i| reached "
+                              f"blowup_radius = {radius:.4g}", time=t_exit, times=t[:k],
+                              trajectory=np.stack(traj))
+    return np.stack(traj)
 
 
 def integrate(field, X0, times, *, method="DOP853", max_step=None, rtol=1e-9, atol=1e-12,
@@ -185,8 +208,8 @@ def integrate(field, X0, times, *, method="DOP853", max_step=None, rtol=1e-9, at
     method : str
         ``"euler"`` (explicit Euler, order 1) or ``"rk4"`` (classical Runge-Kutta, order 4):
         fixed steps, one per interval of ``times`` unless ``max_step`` subdivides them;
-        or a :func:`scipy.integrate.solve_ivp` method (``"DOP853"``, ``"RK45"``, ...) with
-        tolerances ``rtol`` and ``atol``.
+        or an adaptive method of :func:`scipy.integrate.solve_ivp` (``"DOP853"``, ``"RK45"``,
+        ...) with tolerances ``rtol`` and ``atol``, stepped exactly as ``solve_ivp`` does.
     max_step : float, optional
         Largest step (fixed-step methods split each interval into equal steps no larger).
     blowup_radius : float
