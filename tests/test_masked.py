@@ -1,0 +1,203 @@
+"""Tests of the mean-field masked attention on [0, 1] x R^d (transformer_pde.masked)."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from transformer_pde import attention, dynamics, masked
+
+
+def loop_reference(tau, X, w, A, V, s_q, Y):
+    """Gamma_mubar(s, y) by plain loops, written for clarity (tie: tau_j <= s included)."""
+    out = []
+    for s, y in zip(s_q, Y, strict=True):
+        past = [j for j in range(len(tau)) if tau[j] <= s and w[j] > 0]
+        logits = [float(np.dot(A @ y, X[j])) for j in past]
+        top = max(logits)
+        num = np.zeros(V.shape[0])
+        den = 0.0
+        for j, lg in zip(past, logits, strict=True):
+            e = w[j] * math.exp(lg - top)
+            num += e * (V @ X[j])
+            den += e
+        out.append(num / den)
+    return np.array(out)
+
+
+def random_problem(rng, n=12, d=3, p=None, scale=1.0):
+    p = d if p is None else p
+    X = scale * rng.normal(size=(n, d))
+    A = rng.normal(size=(d, d))
+    V = rng.normal(size=(p, d))
+    return X, A, V
+
+
+@pytest.mark.parametrize("n,d,p", [(1, 2, 2), (7, 3, 3), (50, 4, 2), (300, 2, 5)])
+def test_sequence_measure_reproduces_discrete_causal_attention(n, d, p):
+    rng = np.random.default_rng(n)
+    X, A, V = random_problem(rng, n, d, p, scale=1.5)
+    s, Xs, w = masked.sequence_measure(X)
+    np.testing.assert_array_equal(s, np.arange(1, n + 1) / n)
+    np.testing.assert_allclose(w, 1.0 / n)
+    expected = attention.softmax(X, A, V, causal=True)
+    for chunk in (None, 1, 5):
+        got = masked.masked_velocity(s, Xs, A, V, weights=w, chunk_size=chunk)
+        np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12 * max(1, abs(expected).max()))
+
+
+def test_general_weights_shared_positions_against_loop_reference():
+    rng = np.random.default_rng(1)
+    n, d = 15, 3
+    X, A, V = random_problem(rng, n, d, p=2)
+    tau = rng.choice([0.0, 0.2, 0.5, 0.9, 1.0], size=n)  # many ties, unsorted
+    w = rng.random(n)
+    w[3] = 0.0
+    w /= w.sum()
+    got = masked.masked_velocity(tau, X, A, V, weights=w)
+    ref = loop_reference(tau, X, w, A, V, tau, X)
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
+    # at query points, including positions between atoms and the end points
+    m = 40
+    s_q = np.concatenate([rng.choice(tau, 10), rng.uniform(0, 1, m - 12), [0.0, 1.0]])
+    s_q = np.maximum(s_q, tau.min())  # every query has a non-empty past
+    Y = rng.normal(size=(m, d))
+    got = masked.masked_velocity(tau, X, A, V, weights=w, queries=Y, query_positions=s_q,
+                                 chunk_size=3)
+    np.testing.assert_allclose(got, loop_reference(tau, X, w, A, V, s_q, Y), rtol=1e-12,
+                               atol=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 9), st.integers(1, 3), st.integers(0, 2**31 - 1))
+def test_property_loop_reference(n, d, seed):
+    rng = np.random.default_rng(seed)
+    X, A, V = random_problem(rng, n, d)
+    tau = rng.choice(np.linspace(0, 1, 4), size=n)
+    w = rng.dirichlet(np.ones(n))
+    got = masked.masked_velocity(tau, X, A, V, weights=w)
+    np.testing.assert_allclose(got, loop_reference(tau, X, w, A, V, tau, X), rtol=1e-10,
+                               atol=1e-10)
+
+
+def test_tie_convention_atoms_sharing_a_position_see_each_other():
+    # two atoms at the same position: each attends to both, i.e. unmasked attention
+    X = np.array([[1.0, 0.0], [0.0, 2.0]])
+    A = np.array([[1.0, 0.5], [0.0, 1.0]])
+    V = np.eye(2)
+    got = masked.masked_velocity([0.5, 0.5], X, A, V)
+    np.testing.assert_allclose(got, attention.softmax(X, A, V), rtol=1e-14)
+    # atom 1 at an earlier position sees itself only: it is a fixed point of V = I
+    got = masked.masked_velocity([0.2, 0.5], X, A, V)
+    np.testing.assert_allclose(got[0], X[0], rtol=0, atol=0)
+
+
+def test_field_depends_on_the_measure_only():
+    rng = np.random.default_rng(2)
+    n, d = 10, 2
+    X, A, V = random_problem(rng, n, d)
+    s, _, w = masked.sequence_measure(X)
+    base = masked.masked_velocity(s, X, A, V)
+    # relabelling atoms together with their positions permutes the field
+    perm = rng.permutation(n)
+    np.testing.assert_allclose(masked.masked_velocity(s[perm], X[perm], A, V), base[perm],
+                               rtol=1e-13, atol=1e-13)
+    # splitting every atom into two half-weight copies at the same position: same measure
+    s2 = np.repeat(s, 2)
+    X2 = np.repeat(X, 2, axis=0)
+    got = masked.masked_velocity(s2, X2, A, V, weights=np.full(2 * n, 0.5 / n))
+    np.testing.assert_allclose(got[::2], base, rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(got[1::2], base, rtol=1e-13, atol=1e-13)
+    # an extra atom of weight zero changes nothing for the others
+    got = masked.masked_velocity(np.append(s, 0.05), np.vstack([X, 10 * X[:1]]), A, V,
+                                 weights=np.append(w, 0.0), queries=X, query_positions=s)
+    np.testing.assert_allclose(got, base, rtol=1e-13, atol=1e-13)
+
+
+def test_first_atom_with_identity_value_attends_to_itself():
+    rng = np.random.default_rng(3)
+    X, A, _ = random_problem(rng, 6, 3)
+    s, _, _ = masked.sequence_measure(X)
+    np.testing.assert_array_equal(masked.masked_velocity(s, X, A, np.eye(3))[0], X[0])
+
+
+def test_large_logits_are_finite_and_select_the_best_past_atom():
+    rng = np.random.default_rng(4)
+    X, A, V = random_problem(rng, 20, 3, scale=40.0)
+    s, _, _ = masked.sequence_measure(X)
+    got = masked.masked_velocity(s, X, A, V)
+    assert np.all(np.isfinite(got))
+    L = (X @ A.T) @ X.T
+    hard = np.array([V @ X[int(np.argmax(L[i, : i + 1]))] for i in range(20)])
+    np.testing.assert_allclose(got, hard, rtol=1e-9, atol=1e-9)
+
+
+def test_masked_field_integrates_like_discrete_causal_dynamics():
+    rng = np.random.default_rng(5)
+    X0, A, V = random_problem(rng, 12, 2)
+    V = 0.5 * V
+    s, _, w = masked.sequence_measure(X0)
+    times = np.linspace(0, 1, 6)
+    traj = dynamics.integrate(masked.masked_field(s, A, V, weights=w), X0, times)
+    ref = dynamics.integrate(dynamics.attention_field(attention.softmax, A=A, V=V, causal=True),
+                             X0, times)
+    np.testing.assert_allclose(traj, ref, rtol=1e-9, atol=1e-9)
+
+
+def test_product_field_positions_never_move():
+    rng = np.random.default_rng(6)
+    n, d = 9, 2
+    X0, A, V = random_problem(rng, n, d)
+    tau = rng.choice([0.1, 0.4, 0.4, 0.8], size=n)
+    w = rng.dirichlet(np.ones(n))
+    Z0 = np.hstack([tau[:, None], X0])
+    times = np.linspace(0, 1.5, 4)
+    field = masked.masked_product_field(A, lambda t: np.cos(t) * V, weights=w)
+    v0 = field(0.0, Z0)
+    np.testing.assert_array_equal(v0[:, 0], 0.0)
+    traj = dynamics.integrate(field, Z0, times, method="rk4", max_step=0.05)
+    np.testing.assert_array_equal(traj[:, :, 0], np.broadcast_to(tau, (times.size, n)))
+    xonly = dynamics.integrate(masked.masked_field(tau, A, lambda t: np.cos(t) * V, weights=w),
+                               X0, times, method="rk4", max_step=0.05)
+    np.testing.assert_allclose(traj[:, :, 1:], xonly, rtol=1e-14, atol=1e-14)
+
+
+def test_bad_inputs_raise():
+    rng = np.random.default_rng(7)
+    X, A, V = random_problem(rng, 5, 2)
+    s = np.linspace(0.2, 1, 5)
+    with pytest.raises(ValueError, match="positions must lie in"):
+        masked.masked_velocity(s + 0.1, X, A, V)
+    with pytest.raises(ValueError, match="positions must lie in"):
+        masked.masked_velocity(s - 0.3, X, A, V)
+    with pytest.raises(ValueError, match="positions must have shape"):
+        masked.masked_velocity(s[:4], X, A, V)
+    with pytest.raises(ValueError, match="positions contains non-finite"):
+        masked.masked_velocity(np.where(s > 0.5, np.nan, s), X, A, V)
+    with pytest.raises(ValueError, match="A must have shape"):
+        masked.masked_velocity(s, X, np.eye(3), V)
+    with pytest.raises(ValueError, match="V must have 2 columns"):
+        masked.masked_velocity(s, X, A, np.eye(3))
+    with pytest.raises(ValueError, match="X must be a 2-D"):
+        masked.masked_velocity(s, X[:, 0], A, V)
+    with pytest.raises(ValueError, match="weights must sum to 1"):
+        masked.masked_velocity(s, X, A, V, weights=np.ones(5))
+    with pytest.raises(ValueError, match="give both or neither"):
+        masked.masked_velocity(s, X, A, V, queries=X)
+    with pytest.raises(ValueError, match="query_positions must have shape"):
+        masked.masked_velocity(s, X, A, V, queries=X, query_positions=s[:2])
+    with pytest.raises(ValueError, match="queries must have d = 2"):
+        masked.masked_velocity(s, X, A, V, queries=np.ones((5, 3)), query_positions=s)
+    # a query before every atom has an empty past
+    with pytest.raises(ValueError, match="no mass at positions tau <= s"):
+        masked.masked_velocity(s, X, A, V, queries=X[:1], query_positions=[0.1])
+    # an atom whose past has zero weight
+    with pytest.raises(ValueError, match="query 0 .* no mass"):
+        masked.masked_velocity(s, X, A, V, weights=[0, 0.25, 0.25, 0.25, 0.25])
+    with pytest.raises(ValueError, match="positions must lie in"):
+        masked.masked_field(s * 2, A, V)
+    with pytest.raises(ValueError, match="chunk_size"):
+        masked.masked_velocity(s, X, A, V, chunk_size=0)
+    with pytest.raises(ValueError, match="Z must have shape"):
+        masked.masked_product_field(A, V)(0.0, s[:, None])

@@ -1,0 +1,188 @@
+"""Tests of the NumPy BERT (all-MiniLM-L6-v2) in transformer_pde.pretrained."""
+
+import math
+
+import numpy as np
+import pytest
+from transformer_pde import pretrained as pt
+from transformer_pde.attention import multihead, softmax_matrix
+
+
+@pytest.fixture(scope="module")
+def model():
+    return pt.load_minilm()
+
+
+@pytest.fixture(scope="module")
+def run(model):
+    ids = pt.tokenize("The quick brown fox jumps over the lazy dog, and then it rests "
+                      "under the old oak tree near the river bank.")
+    return ids, pt.forward(model, ids)
+
+
+def _normalised_rows(Y, gamma, beta):
+    return (Y - beta) / gamma
+
+
+def test_model_shapes_and_config(model):
+    assert (model.d, model.n_heads, model.d_head, model.n_layers) == (384, 12, 32, 6)
+    assert model.eps == 1e-12
+    assert model.word.dtype == np.float64
+
+
+def test_tokenizer_has_no_padding_or_truncation():
+    tok = pt.load_tokenizer()
+    assert tok.padding is None and tok.truncation is None
+    assert pt.tokenize("hello world").size == 2
+    assert pt.tokenize("word " * 300).size == 300  # longer than the shipped max_length 128
+    ids = pt.tokenize("hello world", special_tokens=True)
+    assert ids[0] == tok.token_to_id("[CLS]") and ids[-1] == tok.token_to_id("[SEP]")
+
+
+def test_gelu_is_the_erf_form():
+    xs = np.array([-3.0, -1.0, 0.0, 0.5, 2.0])
+    expected = [0.5 * x * (1 + math.erf(x / math.sqrt(2))) for x in xs]
+    np.testing.assert_allclose(pt.gelu(xs), expected, rtol=1e-15)
+    assert pt.gelu(1.0) == pytest.approx(0.8413447460685429, rel=1e-15)
+
+
+def test_layer_norm_invariants(model, run):
+    _, fp = run
+    # embeddings and every layer output: (Y - beta) / gamma has zero-mean, unit-variance rows
+    pairs = [(fp.hidden[0], model.emb_ln_g, model.emb_ln_b)]
+    pairs += [(fp.hidden[i + 1], model.layers[i]["ln2_g"], model.layers[i]["ln2_b"])
+              for i in range(model.n_layers)]
+    for Y, g, b in pairs:
+        Z = _normalised_rows(Y, g, b)
+        np.testing.assert_allclose(Z.mean(axis=1), 0, atol=1e-10)
+        np.testing.assert_allclose(Z.var(axis=1), 1, rtol=1e-9)
+
+
+def test_attention_rows_sum_to_one_and_match_heads(model, run):
+    _, fp = run
+    for layer in (0, 3):
+        X = fp.hidden[layer]
+        P = fp.attentions[layer]
+        assert P.shape == (12, X.shape[0], X.shape[0])
+        np.testing.assert_allclose(P.sum(axis=2), 1, rtol=1e-12)
+        As, _ = pt.attention_heads(model, layer)
+        c = pt.query_bias_directions(model, layer)
+        for h in (0, 7):
+            # logits <A_h x_i, x_j> + <c_h, x_j>: the key bias cancels, the query bias does not
+            w = np.exp(X @ c[h] - (X @ c[h]).max())
+            w /= w.sum()
+            np.testing.assert_allclose(P[h], softmax_matrix(X, As[h], weights=w), atol=1e-12)
+
+
+def test_attention_decomposition_into_book_heads(model, run):
+    _, fp = run
+    layer = 2
+    X = fp.hidden[layer]
+    As, Vs = pt.attention_heads(model, layer)
+    c = pt.query_bias_directions(model, layer)
+    beta = pt.value_output_constant(model, layer)
+    # loop reference of MHA = sum_h softmax(<A_h x_i, x_j> + <c_h, x_j>) V_h x_j + beta
+    ref = np.zeros_like(X)
+    for h in range(model.n_heads):
+        for i in range(X.shape[0]):
+            logits = np.array([X[i] @ As[h].T @ x + c[h] @ x for x in X])
+            p = np.exp(logits - logits.max())
+            p /= p.sum()
+            ref[i] += sum(p[j] * (Vs[h] @ X[j]) for j in range(X.shape[0]))
+    np.testing.assert_allclose(fp.attention_outputs[layer], ref + beta, atol=1e-10)
+    # without the query bias the layer's attention is the book's multi-head map plus beta
+    no_qbias = dict(model.layers[layer], bq=np.zeros(model.d))
+    m2 = model._replace(layers=model.layers[:layer] + (no_qbias,) + model.layers[layer + 1:])
+    out, _ = pt.self_attention(m2, layer, X)
+    np.testing.assert_allclose(out, multihead(X, As, Vs) + beta, atol=1e-10)
+
+
+def test_head_factors(model):
+    (Q, K), (Vo, Vi) = pt.attention_head_factors(model, 1)
+    As, Vs = pt.attention_heads(model, 1)
+    p = model.layers[1]
+    h, s = 5, slice(5 * 32, 6 * 32)
+    np.testing.assert_allclose(As[h], p["Wk"][s].T @ p["Wq"][s] / np.sqrt(32), rtol=1e-10,
+                               atol=1e-14)
+    np.testing.assert_allclose(Vs[h], p["Wo"][:, s] @ p["Wv"][s], rtol=1e-10, atol=1e-14)
+    assert Q.shape == K.shape == Vi.shape == (12, 32, 384) and Vo.shape == (12, 384, 32)
+
+
+def _tiny_model(rng):
+    d, H, f = 4, 2, 6
+
+    def lin(o, i):
+        return rng.standard_normal((o, i)) * 0.7, rng.standard_normal(o) * 0.3
+
+    layer = {}
+    for name, (o, i) in {"q": (d, d), "k": (d, d), "v": (d, d), "o": (d, d), "1": (f, d),
+                         "2": (d, f)}.items():
+        layer["W" + name], layer["b" + name] = lin(o, i)
+    for name in ("ln1", "ln2"):
+        layer[name + "_g"] = 1 + 0.1 * rng.standard_normal(d)
+        layer[name + "_b"] = 0.1 * rng.standard_normal(d)
+    return pt.MiniLM(word=rng.standard_normal((10, d)), position=rng.standard_normal((8, d)),
+                     token_type=rng.standard_normal((2, d)), emb_ln_g=np.ones(d),
+                     emb_ln_b=np.zeros(d), layers=(layer,), n_heads=H, eps=1e-12)
+
+
+def test_tiny_layer_by_hand():
+    """One layer of a d = 4, two-head model against scalar loops."""
+    rng = np.random.default_rng(0)
+    m = _tiny_model(rng)
+    ids = np.array([3, 1, 4, 1, 5])
+    n, d, dk = 5, 4, 2
+    p = m.layers[0]
+
+    def ln(v, g, b):
+        mu = sum(v) / d
+        var = sum((a - mu) ** 2 for a in v) / d
+        return [g[k] * (v[k] - mu) / math.sqrt(var + 1e-12) + b[k] for k in range(d)]
+
+    def affine(W, b, v):
+        return [sum(W[r][c] * v[c] for c in range(len(v))) + b[r] for r in range(len(b))]
+
+    x = [ln([m.word[t][k] + m.position[i][k] + m.token_type[0][k] for k in range(d)],
+            np.ones(d), np.zeros(d)) for i, t in enumerate(ids)]
+    q = [affine(p["Wq"], p["bq"], v) for v in x]
+    k_ = [affine(p["Wk"], p["bk"], v) for v in x]
+    v_ = [affine(p["Wv"], p["bv"], v) for v in x]
+    out = []
+    for i in range(n):
+        ctx = []
+        for h in range(2):
+            s = slice(h * dk, (h + 1) * dk)
+            logits = [sum(a * b for a, b in zip(q[i][s], k_[j][s], strict=True)) / math.sqrt(dk)
+                      for j in range(n)]
+            z = [math.exp(val - max(logits)) for val in logits]
+            w = [val / sum(z) for val in z]
+            ctx += [sum(w[j] * v_[j][s][c] for j in range(n)) for c in range(dk)]
+        att = affine(p["Wo"], p["bo"], ctx)
+        y = ln([x[i][c] + att[c] for c in range(d)], p["ln1_g"], p["ln1_b"])
+        hdn = [0.5 * a * (1 + math.erf(a / math.sqrt(2))) for a in affine(p["W1"], p["b1"], y)]
+        ff = affine(p["W2"], p["b2"], hdn)
+        out.append(ln([y[c] + ff[c] for c in range(d)], p["ln2_g"], p["ln2_b"]))
+    fp = pt.forward(m, ids)
+    np.testing.assert_allclose(fp.hidden[0], np.array(x), rtol=1e-10)
+    np.testing.assert_allclose(fp.hidden[1], np.array(out), rtol=1e-9, atol=1e-12)
+
+
+def test_sentence_embeddings_rank_paraphrase_first(model):
+    a = pt.sentence_embedding(model, "A man is playing a guitar on the stage.")
+    b = pt.sentence_embedding(model, "On stage, a guy plays the guitar.")
+    c = pt.sentence_embedding(model, "The central bank raised interest rates again.")
+    assert np.linalg.norm(a) == pytest.approx(1.0)
+    assert a @ b > 0.6 > 0.2 > a @ c
+
+
+def test_bad_inputs(model):
+    with pytest.raises(ValueError, match="ids"):
+        pt.embed(model, np.array([0, 10**6]))
+    with pytest.raises(ValueError, match="ids"):
+        pt.embed(model, np.zeros(600, dtype=int))
+    with pytest.raises(ValueError, match="layer"):
+        pt.attention_heads(model, 6)
+    with pytest.raises(ValueError, match="n_layers"):
+        pt.forward(model, np.array([101, 102]), n_layers=7)
+    with pytest.raises(ValueError, match="text"):
+        pt.tokenize(42)
