@@ -67,6 +67,20 @@ def weights(w, n, name="weights"):
     return arr
 
 
+def positions(s, n, name):
+    """Positions in ``[0, 1]`` of shape ``(n,)``, one per atom (the sequence axis of masking)."""
+    arr = np.asarray(s, dtype=np.float64)
+    if arr.shape != (n,):
+        raise ValueError(f"{name} must have shape ({n},), one position per atom, got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains non-finite values (NaN or inf)")
+    outside = (arr < 0.0) | (arr > 1.0)
+    if np.any(outside):
+        k = int(np.flatnonzero(outside)[0])
+        raise ValueError(f"{name} must lie in [0, 1], got {name}[{k}] = {arr[k]!r}")
+    return arr
+
+
 def positive_int(k, name):
     """An integer ``>= 1``."""
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:

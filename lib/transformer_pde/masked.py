@@ -40,18 +40,6 @@ __all__ = [
 _BLOCK_ELEMENTS = 2**18
 
 
-def _positions(s, n, name):
-    arr = np.asarray(s, dtype=np.float64)
-    if arr.shape != (n,):
-        raise ValueError(f"{name} must have shape ({n},) (one position per row), got {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains non-finite values (NaN or inf)")
-    if np.any(arr < 0.0) or np.any(arr > 1.0):
-        raise ValueError(f"{name} must lie in [0, 1], got values in "
-                         f"[{arr.min():.6g}, {arr.max():.6g}]")
-    return arr
-
-
 def sequence_measure(X):
     r"""The measure :math:`\bar\mu = \frac1n \sum_{i=1}^n \delta_{(i/n,\, x_i)}` of a sequence.
 
@@ -116,7 +104,7 @@ def masked_velocity(positions, X, A, V, *, weights=None, queries=None, query_pos
     """
     X = _checks.points(X, "X")
     n, d = X.shape
-    tau = _positions(positions, n, "positions")
+    tau = _checks.positions(positions, n, "positions")
     w = _checks.weights(weights, n)
     A = _checks.matrix(A, "A", shape=(d, d))
     V = _checks.matrix(V, "V", cols=d)
@@ -128,7 +116,7 @@ def masked_velocity(positions, X, A, V, *, weights=None, queries=None, query_pos
         Y = _checks.points(queries, "queries")
         if Y.shape[1] != d:
             raise ValueError(f"queries must have d = {d} columns like X, got shape {Y.shape}")
-        s = _positions(query_positions, Y.shape[0], "query_positions")
+        s = _checks.positions(query_positions, Y.shape[0], "query_positions")
     if chunk_size is None:
         chunk_size = max(1, _BLOCK_ELEMENTS // n)
     else:
@@ -183,7 +171,7 @@ def masked_field(positions, A, V, *, weights=None, chunk_size=None):
     tau = np.asarray(positions, dtype=np.float64)
     if tau.ndim != 1:
         raise ValueError(f"positions must be a 1-D array, got shape {tau.shape}")
-    _positions(tau, tau.shape[0], "positions")
+    _checks.positions(tau, tau.shape[0], "positions")
     w = _checks.weights(weights, tau.shape[0])
 
     def field(t, X):

@@ -153,19 +153,6 @@ def sliced_wasserstein(X, Y, *, weights_x=None, weights_y=None, p=2, n_projectio
     return float(ot.sliced_wasserstein_distance(X, Y, a, b, p=p, projections=theta))
 
 
-def _positions(s, n, name):
-    s = np.asarray(s, dtype=np.float64)
-    if s.shape != (n,):
-        raise ValueError(f"{name} must have shape ({n},), one position per atom, got {s.shape}")
-    if not np.all(np.isfinite(s)):
-        raise ValueError(f"{name} contains non-finite values (NaN or inf)")
-    outside = (s < 0.0) | (s > 1.0)
-    if np.any(outside):
-        k = int(np.flatnonzero(outside)[0])
-        raise ValueError(f"{name} must lie in [0, 1], got {name}[{k}] = {s[k]!r}")
-    return s
-
-
 def conditional_wasserstein(s, X, t, Y, *, weights_x=None, weights_y=None, p=2, bins=10):
     r"""Binned estimator of the conditional Wasserstein distance on :math:`[0,1]\times\mathbb{R}^d`.
 
@@ -218,8 +205,8 @@ def conditional_wasserstein(s, X, t, Y, *, weights_x=None, weights_y=None, p=2, 
         holding mass in one measure and not in the other (the message names the bin).
     """
     X, Y, a, b = _two_measures(X, Y, weights_x, weights_y)
-    s = _positions(s, X.shape[0], "s")
-    t = _positions(t, Y.shape[0], "t")
+    s = _checks.positions(s, X.shape[0], "s")
+    t = _checks.positions(t, Y.shape[0], "t")
     p = _order(p)
     bins = _checks.positive_int(bins, "bins")
     edges = np.linspace(0.0, 1.0, bins + 1)
