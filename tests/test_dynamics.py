@@ -293,6 +293,14 @@ def test_non_finite_field_blowup_keeps_the_trajectory_reached(method):
     np.testing.assert_allclose(err.trajectory, factor[:, None, None] * X0, rtol=1e-6)
 
 
+@pytest.mark.parametrize("method", [*dynamics.FIXED_STEP_METHODS, *dynamics.ADAPTIVE_METHODS])
+def test_field_non_finite_at_the_initial_state_raises_blowup(method):
+    with pytest.raises(BlowUpError) as info:
+        integrate(lambda t, X: X * np.nan, X0, [0.0, 1.0], method=method)
+    assert info.value.time <= 1.0
+    assert np.all(np.isfinite(info.value.trajectory))
+
+
 def test_initial_state_outside_ball_raises():
     with pytest.raises(BlowUpError):
         integrate(linear_field, 10 * X0, [0.0, 1.0], blowup_radius=1.0)

@@ -105,7 +105,7 @@ def _evaluate(field, t, X, shape):
 def _check_state(X, t, radius, times_done, traj_done):
     """Raise :class:`BlowUpError` if ``X`` is non-finite or outside the ball."""
     if not np.all(np.isfinite(X)):
-        reason = "the state stopped being finite (overflow)"
+        reason = "the state stopped being finite (NaN or inf)"
     else:
         r = float(np.max(np.linalg.norm(X, axis=-1)))
         if r <= radius:
@@ -161,17 +161,23 @@ def _adaptive(field, X0, t, method, max_step, radius, rtol, atol):
     def radius_excess(s, dense):
         return float(np.max(np.linalg.norm(dense(s).reshape(n, d), axis=1))) - radius
 
-    solver = _SOLVERS[method](rhs, t[0], X0.ravel(), t[-1], rtol=rtol, atol=atol,
-                              max_step=np.inf if max_step is None else max_step)
+    def non_finite(exc, k):
+        return BlowUpError(f"blow-up detected at t = {exc.time:.6g}: the velocity field "
+                           "stopped being finite (NaN or inf)", time=exc.time, times=t[:k],
+                           trajectory=np.stack(traj))
+
+    try:  # the solver evaluates the field at the initial state when it is built
+        solver = _SOLVERS[method](rhs, t[0], X0.ravel(), t[-1], rtol=rtol, atol=atol,
+                                  max_step=np.inf if max_step is None else max_step)
+    except _NonFinite as exc:
+        raise non_finite(exc, 1) from None
     k = 1
     while k < t.size:
         t_old = solver.t
         try:
             message = solver.step()
         except _NonFinite as exc:
-            raise BlowUpError(f"blow-up detected at t = {exc.time:.6g}: the velocity field "
-                              "stopped being finite (overflow)", time=exc.time,
-                              times=t[:k], trajectory=np.stack(traj)) from None
+            raise non_finite(exc, k) from None
         if solver.status == "failed":
             raise BlowUpError(f"blow-up suspected near t = {solver.t:.6g}: the {method} solver "
                               f"failed ({message})", time=solver.t, times=t[:k],
