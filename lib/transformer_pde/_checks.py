@@ -37,6 +37,15 @@ def matrix(M, name, shape=None, *, cols=None, square=False):
     return arr
 
 
+def query_key(Q, K, d):
+    """Query and key matrices of the same shape ``(k, d)``."""
+    Q = matrix(Q, "Q", cols=d)
+    K = matrix(K, "K", cols=d)
+    if Q.shape != K.shape:
+        raise ValueError(f"Q and K must have the same shape (k, d), got {Q.shape} and {K.shape}")
+    return Q, K
+
+
 def stack(Ms, name, *, cols):
     """A finite float64 array of shape ``(H, rows, cols)`` with ``H >= 1``."""
     arr = np.asarray(Ms, dtype=np.float64)

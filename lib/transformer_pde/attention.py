@@ -160,18 +160,6 @@ def _l2_logits(X, Y, Q, K):
     return block
 
 
-def _check_QK(Q, K, d):
-    Q = _checks.matrix(Q, "Q", cols=d)
-    K = _checks.matrix(K, "K", cols=d)
-    if Q.shape != K.shape:
-        raise ValueError(f"Q and K must have the same shape (k, d), got {Q.shape} and {K.shape}")
-    return Q, K
-
-
-# --------------------------------------------------------------------------------------
-# softmax attention
-# --------------------------------------------------------------------------------------
-
 def softmax(X, A, V, *, weights=None, causal=False, queries=None, chunk_size=None):
     r"""Softmax (traditional) attention :math:`\Gamma_\mu(x)`.
 
@@ -245,7 +233,7 @@ def l2(X, Q, K, V, *, weights=None, causal=False, queries=None, chunk_size=None)
     """
     X, _, Y, logw = _setup(X, weights, queries, causal)
     d = X.shape[1]
-    Q, K = _check_QK(Q, K, d)
+    Q, K = _checks.query_key(Q, K, d)
     V = _checks.matrix(V, "V", cols=d)
     return _normalised_average(_l2_logits(X, Y, Q, K), X @ V.T, logw, Y.shape[0], causal,
                                chunk_size)
@@ -257,7 +245,7 @@ def l2_matrix(X, Q, K, *, weights=None, causal=False, queries=None):
     Dense ``(m, n)``; with it, ``l2(X, Q, K, V) == P @ X @ V.T``.
     """
     X, _, Y, logw = _setup(X, weights, queries, causal)
-    Q, K = _check_QK(Q, K, X.shape[1])
+    Q, K = _checks.query_key(Q, K, X.shape[1])
     return _dense_matrix(_l2_logits(X, Y, Q, K), logw, Y.shape[0], X.shape[0], causal)
 
 
@@ -321,7 +309,7 @@ def _sinkhorn_potentials(X, w, Q, K, n_steps, tol, max_steps):
 def _sinkhorn_setup(X, Q, K, weights, n_steps, tol, max_steps):
     X = _checks.points(X, "X")
     w = _checks.weights(weights, X.shape[0])
-    Q, K = _check_QK(Q, K, X.shape[1])
+    Q, K = _checks.query_key(Q, K, X.shape[1])
     if n_steps is not None:
         n_steps = _checks.positive_int(n_steps, "n_steps")
     tol = _checks.positive_float(tol, "tol")

@@ -1,0 +1,756 @@
+r"""Gaussian solutions of the Transformer PDE: the ODEs of the mean and the covariance.
+
+For softmax, L2, Sinkhorn and multi-head attention, the velocity field of a Gaussian
+:math:`\mu = \mathcal N(\alpha, \Sigma)` is *affine*, :math:`\Gamma_\mu(x) = M x + b` with
+:math:`(M, b)` depending on :math:`(\alpha, \Sigma)` only. An affine field pushes a Gaussian to a
+Gaussian, so :math:`\mu(t) = \mathcal N(\alpha(t), \Sigma(t))` with
+
+.. math::
+
+    \dot\alpha = M \alpha + b, \qquad \dot\Sigma = M \Sigma + \Sigma M^\top
+
+(Castin, Ablin, Carrillo and Peyré, 2025). The ``*_field`` functions return :math:`(M, b)`,
+the ``*_rhs`` functions return :math:`(\dot\alpha, \dot\Sigma)`. The derivations (completing
+the square, the Gaussian entropic transport plan) are in :mod:`transformer_pde.symbolic` and
+in the chapter "Gaussian initial data".
+
+:func:`integrate_moments` integrates these ODEs. For the fields of this module it integrates
+a *factor* :math:`L` with :math:`\Sigma = L L^\top` and :math:`\dot L = M L` (the linear part of
+the particles' flow map applied to :math:`\Sigma_0^{1/2}`), so :math:`\Sigma(t)` is symmetric
+positive semi-definite by construction, with no projection step. It stops on blow-up
+(reporting the time) and on convergence of :math:`\Sigma` (reporting the limit and its
+numerical rank).
+
+Parameters follow :mod:`transformer_pde.attention`: ``A = K.T @ Q`` (``(d, d)``), ``Q`` and
+``K`` of shape ``(k, d)``, and here ``V`` of shape ``(d, d)`` (the dynamics lives in
+:math:`\mathbb R^d`).
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.integrate import BDF, DOP853, LSODA, RK23, RK45, Radau
+from scipy.optimize import brentq
+
+from . import _checks
+
+__all__ = [
+    "MomentTrajectory",
+    "affine_moments_rhs",
+    "softmax_field",
+    "softmax_rhs",
+    "l2_field",
+    "l2_rhs",
+    "sinkhorn_field",
+    "sinkhorn_rhs",
+    "sinkhorn_plan_cross_covariance",
+    "sinkhorn_rhs_published",
+    "multihead_field",
+    "multihead_rhs",
+    "softmax_identity_covariance",
+    "softmax_identity_blowup_time",
+    "softmax_identity_limit",
+    "numerical_rank",
+    "particle_moment_rates",
+    "psd_sqrt",
+    "integrate_moments",
+    "SYMMETRY_TOL",
+    "PSD_TOL",
+]
+
+_SOLVERS = {"RK45": RK45, "RK23": RK23, "DOP853": DOP853, "Radau": Radau, "BDF": BDF,
+            "LSODA": LSODA}
+
+#: Relative tolerance on :math:`\|\Sigma - \Sigma^\top\|_F / \|\Sigma\|_F` for a valid covariance.
+SYMMETRY_TOL = 1e-10
+#: Relative tolerance on the smallest eigenvalue:
+#: :math:`\lambda_{\min} \ge -\text{tol}\,\|\Sigma\|_F`.
+PSD_TOL = 1e-10
+
+
+# --------------------------------------------------------------------------------------
+# validation and small linear algebra
+# --------------------------------------------------------------------------------------
+
+def _check_moments(alpha, Sigma, alpha_name="alpha", Sigma_name="Sigma"):
+    """Validate a mean ``(d,)`` and a symmetric PSD covariance ``(d, d)``; return float arrays."""
+    alpha = np.asarray(alpha, dtype=np.float64)
+    if alpha.ndim != 1 or alpha.size < 1:
+        raise ValueError(f"{alpha_name} must be a 1-D array of shape (d,), got shape {alpha.shape}")
+    if not np.all(np.isfinite(alpha)):
+        raise ValueError(f"{alpha_name} contains non-finite values (NaN or inf)")
+    d = alpha.size
+    Sigma = _checks.matrix(Sigma, Sigma_name, shape=(d, d))
+    scale = max(np.linalg.norm(Sigma), np.finfo(float).tiny)
+    if np.linalg.norm(Sigma - Sigma.T) > SYMMETRY_TOL * scale:
+        raise ValueError(f"{Sigma_name} must be symmetric (a covariance matrix), got "
+                         f"|Sigma - Sigma.T|_F = {np.linalg.norm(Sigma - Sigma.T):.3g}")
+    Sigma = 0.5 * (Sigma + Sigma.T)
+    lam_min = np.linalg.eigvalsh(Sigma)[0]
+    if lam_min < -PSD_TOL * scale:
+        raise ValueError(f"{Sigma_name} must be positive semi-definite (a covariance matrix), "
+                         f"got smallest eigenvalue {lam_min:.3g}")
+    return alpha, Sigma
+
+
+def _square(M, name, d):
+    return _checks.matrix(M, name, shape=(d, d))
+
+
+def psd_sqrt(S):
+    r"""Symmetric square root :math:`S^{1/2}` of a symmetric PSD matrix (eigenvalues clipped at 0).
+    """
+    lam, U = np.linalg.eigh(0.5 * (S + S.T))
+    R = (U * np.sqrt(np.clip(lam, 0.0, None))) @ U.T
+    return 0.5 * (R + R.T)
+
+
+def numerical_rank(Sigma, rel_tol=1e-3):
+    r"""Number of eigenvalues of the PSD matrix ``Sigma`` above ``rel_tol`` times the largest."""
+    lam = np.linalg.eigvalsh(0.5 * (Sigma + Sigma.T))
+    if lam[-1] <= 0:
+        return 0
+    return int(np.sum(lam > rel_tol * lam[-1]))
+
+
+def particle_moment_rates(X, velocities):
+    r"""Empirical rates of the mean and covariance of particles ``X`` moving with ``velocities``.
+
+    .. math::
+
+        \dot{\hat\alpha} = \frac1n\sum_i v_i, \qquad
+        \dot{\hat\Sigma} = \frac1n\sum_i \big((x_i - \hat\alpha)v_i^\top
+                                          + v_i(x_i - \hat\alpha)^\top\big),
+
+    the exact time derivatives of the empirical mean and (biased) covariance of the particle
+    system :math:`\dot x_i = v_i`. Used to check the moment ODEs against particles.
+    Returns ``(dalpha, dSigma)``.
+    """
+    X = _checks.points(X, "X")
+    v = _checks.points(velocities, "velocities")
+    if v.shape != X.shape:
+        raise ValueError(f"velocities must have the shape of X {X.shape}, got {v.shape}")
+    Xc = X - X.mean(axis=0)
+    C = Xc.T @ v / X.shape[0]
+    return v.mean(axis=0), C + C.T
+
+
+# --------------------------------------------------------------------------------------
+# affine fields and right-hand sides
+# --------------------------------------------------------------------------------------
+
+def affine_moments_rhs(M, b, alpha, Sigma):
+    r"""Moments of the affine flow :math:`\dot x = M x + b` on :math:`\mathcal N(\alpha, \Sigma)`.
+
+    .. math:: \dot\alpha = M\alpha + b, \qquad \dot\Sigma = M\Sigma + \Sigma M^\top.
+
+    Returns ``(dalpha, dSigma)``; ``dSigma`` is exactly symmetric.
+    """
+    MS = M @ Sigma
+    return M @ alpha + b, MS + MS.T
+
+
+def softmax_field(alpha, Sigma, A, V):
+    r"""Affine softmax field on a Gaussian: :math:`\Gamma(x) = V(\alpha + \Sigma A x)`.
+
+    The reweighted measure :math:`e^{\langle Ax, y\rangle}\mathcal N(\alpha,\Sigma)(dy)/Z` is
+    :math:`\mathcal N(\alpha + \Sigma A x, \Sigma)` (completing the square), hence
+    :math:`M = V\Sigma A`, :math:`b = V\alpha` (Castin et al., 2025). Returns ``(M, b)``.
+    """
+    alpha, Sigma = _check_moments(alpha, Sigma)
+    d = alpha.size
+    return _softmax_Mb(alpha, Sigma, _square(A, "A", d), _square(V, "V", d))
+
+
+def _softmax_Mb(alpha, Sigma, A, V):
+    return V @ Sigma @ A, V @ alpha
+
+
+def softmax_rhs(alpha, Sigma, A, V):
+    r"""Moment ODE of softmax attention on :math:`\mathcal N(\alpha, \Sigma)`.
+
+    .. math::
+
+        \dot\alpha = V(I + \Sigma A)\alpha, \qquad
+        \dot\Sigma = V\Sigma A\Sigma + \Sigma A^\top \Sigma V^\top
+
+    (Castin, Ablin, Carrillo and Peyré, 2025). ``A = K.T @ Q`` and ``V`` are ``(d, d)``.
+    Returns ``(dalpha, dSigma)``.
+    """
+    M, b = softmax_field(alpha, Sigma, A, V)
+    return affine_moments_rhs(M, b, np.asarray(alpha, float), 0.5 * (Sigma + np.transpose(Sigma)))
+
+
+def l2_field(alpha, Sigma, Q, K, V):
+    r"""Affine L2 field on a Gaussian.
+
+    .. math:: \Gamma(x) = V(I + 2\Sigma K^\top K)^{-1}(\alpha + 2\Sigma A x).
+
+
+    The reweighted measure :math:`e^{-|Qx - Ky|^2}\mathcal N(\alpha,\Sigma)(dy)/Z` has precision
+    :math:`P = \Sigma^{-1} + 2K^\top K` and mean :math:`P^{-1}(\Sigma^{-1}\alpha + 2Ax)`,
+    :math:`A = K^\top Q`; written with :math:`P^{-1} = (I + 2\Sigma K^\top K)^{-1}\Sigma` it also
+    holds for singular :math:`\Sigma`. Kim et al. (2021); Castin et al. (2025). Returns ``(M, b)``.
+    """
+    alpha, Sigma = _check_moments(alpha, Sigma)
+    d = alpha.size
+    Q, K = _checks.query_key(Q, K, d)
+    return _l2_Mb(alpha, Sigma, Q, K, _square(V, "V", d))
+
+
+def _l2_Mb(alpha, Sigma, Q, K, V):
+    d = alpha.size
+    R = np.linalg.inv(np.eye(d) + 2.0 * Sigma @ (K.T @ K))  # (I + 2 Sigma K^T K)^{-1}
+    return 2.0 * V @ R @ Sigma @ (K.T @ Q), V @ R @ alpha
+
+
+def l2_rhs(alpha, Sigma, Q, K, V):
+    r"""Moment ODE of L2 attention on :math:`\mathcal N(\alpha, \Sigma)`.
+
+    .. math::
+
+        \dot\alpha = V P^{-1}(\Sigma^{-1} + 2A)\alpha, \qquad
+        \dot\Sigma = 2VP^{-1}A\Sigma + 2\Sigma A^\top P^{-1} V^\top, \qquad
+        P = \Sigma^{-1} + 2K^\top K,
+
+    (Castin et al., 2025; L2 attention of Kim et al., 2021), evaluated through
+    :math:`P^{-1} = (I + 2\Sigma K^\top K)^{-1}\Sigma` so that singular :math:`\Sigma` is allowed.
+    Returns ``(dalpha, dSigma)``.
+    """
+    M, b = l2_field(alpha, Sigma, Q, K, V)
+    return affine_moments_rhs(M, b, np.asarray(alpha, float), 0.5 * (Sigma + np.transpose(Sigma)))
+
+
+def _sinkhorn_M(Sigma, A, V, epsilon):
+    r""":math:`M = 2cV\Sigma^{1/2}(I + (I + 4c^2 BB^\top)^{1/2})^{-1}\Sigma^{1/2}A`, c = 2/eps."""
+    c = 2.0 / epsilon
+    S12 = psd_sqrt(Sigma)
+    B = S12 @ A @ S12
+    lam, U = np.linalg.eigh(B @ B.T)
+    lam = np.clip(lam, 0.0, None)
+    middle = (U / (1.0 + np.sqrt(1.0 + 4.0 * c * c * lam))) @ U.T
+    return 2.0 * c * V @ S12 @ middle @ S12 @ A
+
+
+def sinkhorn_plan_cross_covariance(Sigma, Q, K, *, epsilon=1.0):
+    r"""Cross-covariance :math:`C = \mathrm{Cov}_\pi(x, y)` of the entropic self-plan of a Gaussian.
+
+    The plan of cost :math:`|Qx - Ky|^2` and regularisation :math:`\varepsilon` (kernel
+    :math:`e^{-|Qx-Ky|^2/\varepsilon}`) is the Gaussian
+    :math:`\mathcal N\big((\alpha,\alpha), [[\Sigma, C], [C^\top, \Sigma]]\big)` with
+
+    .. math::
+
+        C = \Sigma^{1/2} G \Sigma^{1/2}, \quad
+        G = 2c\,B^\top\big(I + (I + 4c^2 BB^\top)^{1/2}\big)^{-1},
+        \quad B = \Sigma^{1/2} A \Sigma^{1/2},\ c = 2/\varepsilon,
+
+    the solution of :math:`G(I - G^\top G)^{-1} = c\,B^\top` (the off-diagonal block of the
+    joint precision must be :math:`-cA^\top`). Closed forms of Gaussian entropic transport:
+    Janati et al. (2020), Mallasto et al. (2022). ``Q``, ``K`` are ``(k, d)``.
+    """
+    Sigma = _check_moments(np.zeros(np.shape(Sigma)[0]), Sigma)[1]
+    Q, K = _checks.query_key(Q, K, Sigma.shape[0])
+    epsilon = _checks.positive_float(epsilon, "epsilon")
+    c = 2.0 / epsilon
+    A = K.T @ Q
+    S12 = psd_sqrt(Sigma)
+    B = S12 @ A @ S12
+    lam, U = np.linalg.eigh(B @ B.T)
+    lam = np.clip(lam, 0.0, None)
+    G = 2.0 * c * B.T @ ((U / (1.0 + np.sqrt(1.0 + 4.0 * c * c * lam))) @ U.T)
+    return S12 @ G @ S12
+
+
+def sinkhorn_field(alpha, Sigma, Q, K, V, epsilon=1.0):
+    r"""Affine Sinkhorn field on a Gaussian.
+
+    .. math:: \Gamma(x) = V\,\mathbb E_\pi[y \mid x] = V\alpha + M(x - \alpha).
+
+
+    :math:`\pi` is the entropic optimal transport plan (cost :math:`|Qx - Ky|^2`,
+    regularisation :math:`\varepsilon`, i.e. the Sinkhorn limit of
+    :math:`e^{-|Qx-Ky|^2/\varepsilon}`)
+    from :math:`\mathcal N(\alpha,\Sigma)` to itself (Sander et al., 2022). It is Gaussian with
+    cross-covariance :math:`C` (:func:`sinkhorn_plan_cross_covariance`), so
+    :math:`M = VC^\top\Sigma^{-1}`, which simplifies, with :math:`c = 2/\varepsilon`,
+    :math:`B = \Sigma^{1/2}A\Sigma^{1/2}`, to
+
+    .. math::
+
+        M = 2c\,V\Sigma^{1/2}\big(I + (I + 4c^2 BB^\top)^{1/2}\big)^{-1}\Sigma^{1/2}A,
+
+    valid for every PSD :math:`\Sigma` and every :math:`A` (no inverse needed). Janati et al.
+    (2020), Mallasto et al. (2022), Castin et al. (2025). Returns ``(M, b)`` with
+    :math:`b = (V - M)\alpha`.
+    """
+    alpha, Sigma = _check_moments(alpha, Sigma)
+    d = alpha.size
+    Q, K = _checks.query_key(Q, K, d)
+    V = _square(V, "V", d)
+    epsilon = _checks.positive_float(epsilon, "epsilon")
+    return _sinkhorn_Mb(alpha, Sigma, Q, K, V, epsilon)
+
+
+def _sinkhorn_Mb(alpha, Sigma, Q, K, V, epsilon=1.0):
+    M = _sinkhorn_M(Sigma, K.T @ Q, V, float(epsilon))
+    return M, V @ alpha - M @ alpha
+
+
+def sinkhorn_rhs(alpha, Sigma, Q, K, V, epsilon=1.0):
+    r"""Moment ODE of Sinkhorn attention on :math:`\mathcal N(\alpha, \Sigma)`.
+
+    .. math::
+
+        \dot\alpha = V\alpha, \qquad \dot\Sigma = M\Sigma + \Sigma M^\top, \qquad
+        M = 2c\,V\Sigma^{1/2}\big(I + (I + 4c^2 BB^\top)^{1/2}\big)^{-1}\Sigma^{1/2}A,
+
+    :math:`B = \Sigma^{1/2}A\Sigma^{1/2}`, :math:`c = 2/\varepsilon` (``epsilon=1`` is the
+    kernel :math:`e^{-|Qx-Ky|^2}` of :func:`transformer_pde.attention.sinkhorn`). The mean moves
+    as :math:`V\alpha` because the plan's second marginal is :math:`\mu` itself. See
+    :func:`sinkhorn_field`; Sander et al. (2022), Janati et al. (2020), Castin et al. (2025).
+    Returns ``(dalpha, dSigma)``.
+    """
+    M, b = sinkhorn_field(alpha, Sigma, Q, K, V, epsilon=epsilon)
+    return affine_moments_rhs(M, b, np.asarray(alpha, float), 0.5 * (Sigma + np.transpose(Sigma)))
+
+
+def sinkhorn_rhs_published(Sigma, Q, K, V):
+    r"""The covariance ODE of Sinkhorn attention as computed by the authors' public code.
+
+    .. math::
+
+        C_\Sigma = \tfrac12\big(\Sigma^{1/2}(I + 4\Sigma^{1/2}A^\top\Sigma A\Sigma^{1/2})^{1/2}
+        \Sigma^{-1/2} - I\big), \qquad
+        \dot\Sigma = VA^{-\top}\Sigma^{-1}C_\Sigma\Sigma + (\cdot)^\top,
+
+    with :math:`A = K^\top Q` (Castin et al., 2025, public code). It needs :math:`A` and
+    :math:`\Sigma` invertible (``ValueError`` otherwise). It equals :func:`sinkhorn_rhs` with
+    ``epsilon=2`` (kernel :math:`e^{-|Qx-Ky|^2/2} \propto e^{\langle Ax, y\rangle}`), not
+    ``epsilon=1``: see the chapter "Gaussian initial data". Returns ``dSigma``.
+    """
+    Sigma = _check_moments(np.zeros(np.shape(Sigma)[0]), Sigma)[1]
+    d = Sigma.shape[0]
+    Q, K = _checks.query_key(Q, K, d)
+    V = _square(V, "V", d)
+    A = K.T @ Q
+    for M, name in ((A, "K.T @ Q"), (Sigma, "Sigma")):
+        if np.linalg.cond(M) > 1e12:
+            raise ValueError(f"{name} must be invertible for the published formula")
+    S12 = psd_sqrt(Sigma)
+    S12_inv = np.linalg.inv(S12)
+    inner = psd_sqrt(np.eye(d) + 4.0 * S12 @ A.T @ Sigma @ A @ S12)
+    C = 0.5 * (S12 @ inner @ S12_inv - np.eye(d))
+    term = V @ np.linalg.solve(A.T, np.linalg.solve(Sigma, C @ Sigma))
+    return term + term.T
+
+
+def multihead_field(alpha, Sigma, As, Vs):
+    r"""Affine multi-head softmax field: :math:`\Gamma(x) = \sum_h V_h(\alpha + \Sigma A_h x)`.
+
+    :math:`M = \sum_h V_h\Sigma A_h`, :math:`b = \sum_h V_h\alpha` (output projections folded into
+    :math:`V_h`, as in :func:`transformer_pde.attention.multihead`). Castin et al. (2025).
+    ``As`` and ``Vs`` have shape ``(H, d, d)``. Returns ``(M, b)``.
+    """
+    alpha, Sigma = _check_moments(alpha, Sigma)
+    d = alpha.size
+    As = _checks.stack(As, "As", cols=d)
+    Vs = _checks.stack(Vs, "Vs", cols=d)
+    if As.shape[1] != d or Vs.shape[1] != d:
+        raise ValueError(f"As and Vs must have shape (H, {d}, {d}), got {As.shape} and {Vs.shape}")
+    if As.shape[0] != Vs.shape[0]:
+        raise ValueError(f"As and Vs must have the same number of heads, got {As.shape[0]} "
+                         f"and {Vs.shape[0]}")
+    return _multihead_Mb(alpha, Sigma, As, Vs)
+
+
+def _multihead_Mb(alpha, Sigma, As, Vs):
+    M = np.einsum("hij,jk,hkl->il", Vs, Sigma, As)
+    return M, Vs.sum(axis=0) @ alpha
+
+
+def multihead_rhs(alpha, Sigma, As, Vs):
+    r"""Moment ODE of multi-head softmax attention: the sum of the heads' terms.
+
+    .. math::
+
+        \dot\alpha = \sum_h V_h(I + \Sigma A_h)\alpha, \qquad
+        \dot\Sigma = \sum_h \big(V_h\Sigma A_h\Sigma + \Sigma A_h^\top\Sigma V_h^\top\big)
+
+    (Castin et al., 2025). Returns ``(dalpha, dSigma)``.
+    """
+    M, b = multihead_field(alpha, Sigma, As, Vs)
+    return affine_moments_rhs(M, b, np.asarray(alpha, float), 0.5 * (Sigma + np.transpose(Sigma)))
+
+
+# attach the affine fields so that integrate_moments can integrate a factor of Sigma
+# (``_unchecked_field``: the same map without input validation, for the solver's inner loop)
+for _rhs, _field, _fast in ((softmax_rhs, softmax_field, _softmax_Mb),
+                            (l2_rhs, l2_field, _l2_Mb),
+                            (sinkhorn_rhs, sinkhorn_field, _sinkhorn_Mb),
+                            (multihead_rhs, multihead_field, _multihead_Mb)):
+    _rhs.affine_field = _field
+    _rhs._unchecked_field = _fast
+del _rhs, _field, _fast
+
+
+# --------------------------------------------------------------------------------------
+# closed forms for V = I, softmax
+# --------------------------------------------------------------------------------------
+
+def _sym_part(A, d):
+    A = _square(A, "A", d)
+    return 0.5 * (A + A.T)
+
+
+def softmax_identity_blowup_time(Sigma0, A):
+    r"""Blow-up time of :math:`\dot\Sigma = 2\Sigma A_s\Sigma` (softmax, :math:`V = I`).
+
+    .. math::
+
+        t^* = \frac{1}{2\lambda_{\max}(\Sigma_0^{1/2} A_s \Sigma_0^{1/2})}, \qquad
+        A_s = \tfrac12(A + A^\top),
+
+    and :math:`t^* = +\infty` when :math:`\lambda_{\max} \le 0` (up to a relative
+    :math:`10^{-12}`) (Castin et al., 2025). Follows from
+    :math:`\frac{d}{dt}\Sigma^{-1} = -2A_s`.
+    """
+    Sigma0 = _check_moments(np.zeros(np.shape(Sigma0)[0]), Sigma0, Sigma_name="Sigma0")[1]
+    S12 = psd_sqrt(Sigma0)
+    lams = np.linalg.eigvalsh(S12 @ _sym_part(A, Sigma0.shape[0]) @ S12)
+    lam = lams[-1]
+    # rounding makes a zero eigenvalue ~1e-17: treat |lam| <= 1e-12 |lams|_max as zero
+    return np.inf if lam <= 1e-12 * np.abs(lams).max() else 1.0 / (2.0 * lam)
+
+
+def softmax_identity_covariance(Sigma0, A, t):
+    r"""Closed form :math:`\Sigma(t) = (\Sigma_0^{-1} - 2tA_s)^{-1}` of softmax attention, V = I.
+
+    Written as :math:`\Sigma_0^{1/2}(I - 2t\Sigma_0^{1/2}A_s\Sigma_0^{1/2})^{-1}\Sigma_0^{1/2}`,
+    which
+    also holds for singular :math:`\Sigma_0`. ``t`` may be a scalar or an array of times
+    ``(k,)`` (returns ``(k, d, d)``); times at or beyond the blow-up time raise ``ValueError``.
+    Castin et al. (2025).
+    """
+    Sigma0 = _check_moments(np.zeros(np.shape(Sigma0)[0]), Sigma0, Sigma_name="Sigma0")[1]
+    d = Sigma0.shape[0]
+    S12 = psd_sqrt(Sigma0)
+    N = S12 @ _sym_part(A, d) @ S12
+    ts = np.asarray(t, dtype=np.float64)
+    if not np.all(np.isfinite(ts)):
+        raise ValueError("t must be finite")
+    t_star = softmax_identity_blowup_time(Sigma0, A)
+    if np.any(ts >= t_star):
+        raise ValueError(f"t must be below the blow-up time t* = {t_star:.6g}")
+    lam, U = np.linalg.eigh(N)
+    denom = 1.0 - 2.0 * ts[..., None] * lam  # (..., d)
+    W = S12 @ U
+    return np.einsum("ij,...j,kj->...ik", W, 1.0 / denom, W)
+
+
+def softmax_identity_limit(Sigma0, A, *, rank_tol=1e-10):
+    r"""Limit :math:`\lim_{t\to\infty}(\Sigma_0^{-1} - 2tA_s)^{-1}` when :math:`A_s = -P \preceq 0`.
+
+    .. math::
+
+        \Sigma_\infty = \Sigma_0^{1/2}\,\Pi_{\ker(\Sigma_0^{1/2}P\Sigma_0^{1/2})}\,\Sigma_0^{1/2},
+
+    of rank :math:`d - \mathrm{rank}(P)` when :math:`\Sigma_0 \succ 0` (the clustering effect,
+    Castin et al., 2025). ``ValueError`` if :math:`A_s` has a positive eigenvalue (then the
+    solution blows up in finite time).
+    """
+    Sigma0 = _check_moments(np.zeros(np.shape(Sigma0)[0]), Sigma0, Sigma_name="Sigma0")[1]
+    d = Sigma0.shape[0]
+    As = _sym_part(A, d)
+    lam_A = np.linalg.eigvalsh(As)
+    if lam_A[-1] > rank_tol * max(1.0, abs(lam_A[0])):
+        raise ValueError("A must have a negative semi-definite symmetric part (A_s = -P)")
+    S12 = psd_sqrt(Sigma0)
+    lam, U = np.linalg.eigh(S12 @ (-As) @ S12)
+    kernel = U[:, lam <= rank_tol * max(lam[-1], 1e-300)]
+    W = S12 @ kernel
+    return W @ W.T
+
+
+# --------------------------------------------------------------------------------------
+# integration
+# --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class MomentTrajectory:
+    r"""Solution of a moment ODE from :func:`integrate_moments`.
+
+    Attributes
+    ----------
+    times : array (k,)
+        The requested times reached, followed by ``t_stop`` when the integration stopped
+        between two requested times.
+    alpha : array (k, d)
+        Means at ``times``.
+    Sigma : array (k, d, d)
+        Covariances at ``times`` (symmetric PSD).
+    status : str
+        ``"finished"`` (reached ``times[-1]``), ``"blowup"`` (the second moment
+        :math:`|\\alpha|^2 + \\mathrm{tr}\\Sigma` exceeded ``blowup_norm``, or the solver could not
+        continue) or ``"converged"`` (:math:`\\Sigma` stopped moving, see ``conv_tol``).
+    t_stop : float
+        Time at which the integration stopped.
+    limit : array (d, d) or None
+        For ``"converged"``: :math:`\\Sigma(t_{stop})`, the estimate of the limit.
+    rank : int or None
+        For ``"converged"``: the numerical rank of ``limit``, the number of its eigenvalues
+        that neither vanish (``log_rates`` below ``-rate_threshold``) nor fall below
+        ``rank_tol`` times the largest.
+    log_rates : array (d,) or None
+        For ``"converged"``: for the eigenvalues :math:`\lambda_1 \le \dots \le \lambda_d` of
+        :math:`\Sigma`, the average of :math:`d\log\lambda_k / d\log(1 + t - t_0)` over the last
+        decade of time before ``t_stop``. An eigenvalue decaying like :math:`t^{-\gamma}` has
+        rate :math:`\approx -\gamma` (the clustering regime: :math:`-1`); one converging to a
+        positive limit has rate :math:`\approx 0`.
+    """
+
+    times: np.ndarray
+    alpha: np.ndarray
+    Sigma: np.ndarray
+    status: str
+    t_stop: float
+    limit: np.ndarray | None
+    rank: int | None
+    message: str
+    log_rates: np.ndarray | None = None
+
+
+def _check_times(times):
+    t = np.asarray(times, dtype=np.float64)
+    if t.ndim != 1 or t.size < 2:
+        raise ValueError("times must be a 1-D array with at least two entries, "
+                         f"got shape {t.shape}")
+    if not np.all(np.isfinite(t)):
+        raise ValueError("times contains non-finite values")
+    if np.any(np.diff(t) <= 0):
+        raise ValueError("times must be strictly increasing")
+    return t
+
+
+def integrate_moments(rhs, alpha0, Sigma0, times, *, args=(), formulation="auto",
+                      method="DOP853", rtol=1e-10, atol=1e-12, blowup_norm=None,
+                      conv_tol=1e-7, rank_tol=1e-12, rate_threshold=0.5, t_origin=None):
+    r"""Integrate the moment ODE :math:`(\dot\alpha, \dot\Sigma) = \mathrm{rhs}(\alpha, \Sigma)`.
+
+    Parameters
+    ----------
+    rhs : callable
+        ``rhs(alpha, Sigma, *args) -> (dalpha, dSigma)``, e.g. :func:`softmax_rhs`.
+    alpha0 : array (d,)
+        Initial mean.
+    Sigma0 : array (d, d)
+        Initial covariance (symmetric PSD).
+    times : array (k,)
+        Strictly increasing output times; ``times[0]`` is the initial time.
+    args : tuple
+        Extra arguments of ``rhs`` (e.g. ``(A, V)``).
+    formulation : {"auto", "factor", "covariance"}
+        ``"factor"`` integrates :math:`\dot\alpha = M\alpha + b`, :math:`\dot L = ML` with
+        :math:`\Sigma = LL^\top`, :math:`L_0 = \Sigma_0^{1/2}` and :math:`(M, b)` the affine field
+        ``rhs.affine_field(alpha, Sigma, *args)``: :math:`L(t)` is the linear part of the
+        particles' flow map times :math:`\Sigma_0^{1/2}`, so :math:`\Sigma(t)` is symmetric PSD
+        exactly, whatever the step errors. ``"covariance"`` integrates :math:`\Sigma` itself for
+        any ``rhs`` (symmetrised at every evaluation) and checks at every output time that its
+        smallest eigenvalue is :math:`\ge -10^{-8}\|\Sigma\|_2`, stopping with ``RuntimeError``
+        otherwise. ``"auto"``: ``"factor"`` when ``rhs`` has an ``affine_field`` (all
+        right-hand sides of this module), else ``"covariance"``.
+    method : str
+        A solver class of :mod:`scipy.integrate` (``"DOP853"``, ``"RK45"``, ``"LSODA"``,
+        ``"BDF"``, ``"Radau"``, ``"RK23"``), stepped one step at a time; the stiff solvers
+        (``"LSODA"``) are much faster on the long runs of the clustering regime.
+    rtol, atol : float
+        Tolerances of the solver.
+    blowup_norm : float, optional
+        Stop with status ``"blowup"`` when :math:`|\alpha|^2 + \mathrm{tr}\,\Sigma` reaches it
+        (default :math:`10^{8}\max(1, |\alpha_0|^2 + \mathrm{tr}\,\Sigma_0)`). Near a blow-up
+        :math:`\mathrm{tr}\,\Sigma \sim c/(t^* - t)`, so ``t_stop`` approximates :math:`t^*` to
+        relative accuracy about ``1 / blowup_norm``.
+    conv_tol : float
+        Stop with status ``"converged"`` when :math:`(1 + t - t_0)\|\dot\Sigma\|_F \le
+        \text{conv\_tol}\,\max(\|\Sigma\|_F, \|\Sigma_0\|_F)`: the change still to come, at
+        the current rate over a time of order :math:`t`, is a fraction ``conv_tol`` of the size
+        of :math:`\Sigma` (suited to the :math:`1/t` convergence of the clustering regime,
+        including a total collapse :math:`\Sigma \to 0`). Only :math:`\Sigma` is tested: the
+        mean may keep moving (e.g. :math:`\alpha(t) = e^{tV}\alpha_0` for Sinkhorn).
+    rank_tol : float
+        Eigenvalues of the limit below ``rank_tol`` times the largest do not count in its rank.
+    t_origin : float, optional
+        The origin of the clock :math:`t_0` in the convergence test and in ``log_rates``
+        (default ``times[0]``); pass the original start time when continuing a run from a
+        later state, so that :math:`1/t` decays are measured on the right clock.
+    rate_threshold : float
+        An eigenvalue of the limit counts as vanishing when its ``log_rates`` entry is below
+        ``-rate_threshold``: over the last decade of time it still decayed at least like
+        :math:`t^{-\text{rate\_threshold}}`. In the clustering regime the vanishing eigenvalues
+        decay like :math:`1/t` (rate :math:`-1`) and the others have rates near 0, so the
+        default ``0.5`` separates them with a wide margin, even when a surviving eigenvalue is
+        much smaller than the largest (which defeats a plain threshold on eigenvalues).
+
+    Returns
+    -------
+    MomentTrajectory
+    """
+    if not callable(rhs):
+        raise ValueError("rhs must be callable as rhs(alpha, Sigma, *args)")
+    alpha0, Sigma0 = _check_moments(alpha0, Sigma0, "alpha0", "Sigma0")
+    t = _check_times(times)
+    d = alpha0.size
+    args = tuple(args)
+    if formulation == "auto":
+        formulation = "factor" if hasattr(rhs, "affine_field") else "covariance"
+    if formulation not in ("factor", "covariance"):
+        raise ValueError("formulation must be 'auto', 'factor' or 'covariance', "
+                         f"got {formulation!r}")
+    if formulation == "factor" and not hasattr(rhs, "affine_field"):
+        raise ValueError("formulation='factor' needs rhs.affine_field(alpha, Sigma, *args) "
+                         "-> (M, b)")
+    if method not in _SOLVERS:
+        raise ValueError(f"method must be one of {tuple(_SOLVERS)}, got {method!r}")
+    conv_tol = _checks.positive_float(conv_tol, "conv_tol")
+    rank_tol = _checks.positive_float(rank_tol, "rank_tol")
+    rate_threshold = _checks.positive_float(rate_threshold, "rate_threshold")
+    m2_0 = float(alpha0 @ alpha0 + np.trace(Sigma0))
+    if blowup_norm is None:
+        blowup_norm = 1e8 * max(1.0, m2_0)
+    blowup_norm = _checks.positive_float(blowup_norm, "blowup_norm")
+    if blowup_norm <= m2_0:
+        raise ValueError(f"blowup_norm must exceed the initial second moment {m2_0:.4g}")
+
+    if formulation == "factor":
+        rhs.affine_field(alpha0, Sigma0, *args)  # validates the parameters once
+        field = getattr(rhs, "_unchecked_field", rhs.affine_field)
+        args = tuple(a if np.isscalar(a) else np.asarray(a, dtype=np.float64) for a in args)
+
+        def unpack(y):
+            L = y[d:].reshape(d, d)
+            return y[:d], L @ L.T
+
+        def flow(s, y):
+            alpha, Sigma = unpack(y)
+            M, b = field(alpha, Sigma, *args)
+            return np.concatenate([M @ alpha + b, (M @ y[d:].reshape(d, d)).ravel()])
+
+        y0 = np.concatenate([alpha0, psd_sqrt(Sigma0).ravel()])
+    else:
+        def unpack(y):
+            S = y[d:].reshape(d, d)
+            return y[:d], 0.5 * (S + S.T)
+
+        def flow(s, y):
+            alpha, Sigma = unpack(y)
+            da, dS = rhs(alpha, Sigma, *args)
+            dS = np.asarray(dS, dtype=np.float64)
+            return np.concatenate([np.asarray(da, dtype=np.float64), (0.5 * (dS + dS.T)).ravel()])
+
+        y0 = np.concatenate([alpha0, Sigma0.ravel()])
+
+    def second_moment(y):
+        alpha, Sigma = unpack(y)
+        return float(alpha @ alpha + np.trace(Sigma)) - blowup_norm
+
+    def sigma_rate(y):
+        alpha, Sigma = unpack(y)
+        if formulation == "factor":
+            MS = field(alpha, Sigma, *args)[0] @ Sigma
+            dS = MS + MS.T
+        else:
+            dS = np.asarray(rhs(alpha, Sigma, *args)[1], dtype=np.float64)
+        return np.linalg.norm(dS), np.linalg.norm(Sigma)
+
+    t0 = float(t[0]) if t_origin is None else float(t_origin)
+    if t0 > t[0]:
+        raise ValueError("t_origin must not be later than times[0]")
+    history = [(float(t[0]), y0)]  # (time, state) after every step, for the decade-averaged rates
+
+    def decay_rates(t_stop, Sigma_stop):
+        """Average of d log(lambda_k) / d log(1 + t - t0) over the last decade of time."""
+        target = t0 - 1.0 + (1.0 + t_stop - t0) / 10.0
+        t_ref, y_ref = min(history, key=lambda h: abs(h[0] - target))
+        span = np.log((1.0 + t_stop - t0) / (1.0 + t_ref - t0))
+        lam_stop = np.linalg.eigvalsh(Sigma_stop)
+        lam_ref = np.linalg.eigvalsh(unpack(y_ref)[1])
+        tiny = np.finfo(float).tiny
+        if span <= 0:
+            return np.zeros(d), lam_stop
+        ratio = np.clip(lam_stop, tiny, None) / np.clip(lam_ref, tiny, None)
+        return np.log(ratio) / span, lam_stop
+
+    def result(times_out, ys, status, t_stop, message):
+        ys = np.asarray(ys).reshape(len(times_out), -1)
+        alphas = ys[:, :d]
+        Sigmas = np.array([unpack(y)[1] for y in ys])
+        limit = rank = rates = None
+        if status == "converged":
+            limit = Sigmas[-1]
+            rates, lam = decay_rates(t_stop, limit)
+            scale = max(lam[-1], np.finfo(float).tiny)
+            rank = int(np.sum((rates >= -rate_threshold) & (lam > rank_tol * scale)))
+        return MomentTrajectory(np.asarray(times_out, dtype=np.float64), alphas, Sigmas, status,
+                                float(t_stop), limit, rank, message, rates)
+
+    # already at rest?
+    t_start = float(t[0])
+    rate0, size0 = sigma_rate(y0)
+    if (1.0 + t_start - t0) * rate0 <= conv_tol * size0:
+        return result([t_start], [y0], "converged", t_start,
+                      f"Sigma is stationary at t = {t_start:.6g}")
+
+    solver = _SOLVERS[method](flow, t_start, y0, float(t[-1]), rtol=rtol, atol=atol)
+    times_out, ys = [t_start], [y0]
+    k = 1  # next requested time
+    status, message = "finished", f"reached t = {float(t[-1]):.6g}"
+    with np.errstate(over="ignore", invalid="ignore"):
+        while solver.status == "running":
+            t_old = solver.t
+            solver.step()
+            if solver.status == "failed" or not np.all(np.isfinite(solver.y)):
+                status = "blowup"
+                message = (f"the solver stopped at t = {t_old:.6g}: "
+                           f"{solver.status == 'failed' and 'step size too small' or 'overflow'}")
+                t_stop, y_stop = t_old, history[-1][1]
+                break
+            t_new, y_new = solver.t, solver.y.copy()
+            dense = solver.dense_output()
+            t_stop, y_stop = t_new, y_new
+            if second_moment(y_new) >= 0:
+                status = "blowup"
+                g_old = second_moment(dense(t_old))
+                if g_old < 0:
+                    t_stop = brentq(lambda s, f=dense: second_moment(f(s)), t_old, t_new,
+                                    xtol=1e-14 * max(1.0, abs(t_new)), rtol=1e-15)
+                    y_stop = dense(t_stop)
+                alpha, Sigma = unpack(y_stop)
+                part = "covariance" if np.trace(Sigma) >= alpha @ alpha else "mean"
+                message = (f"blow-up at t = {t_stop:.6g}: |alpha|^2 + tr Sigma reached "
+                           f"{blowup_norm:.3g} (dominated by the {part})")
+            else:
+                rate, size = sigma_rate(y_new)
+                if (1.0 + t_new - t0) * rate <= conv_tol * max(size, size0):
+                    status = "converged"
+                    message = (f"Sigma converged at t = {t_new:.6g} "
+                               f"(relative rate below {conv_tol:.3g})")
+            while k < t.size and t[k] <= t_stop:
+                times_out.append(float(t[k]))
+                ys.append(y_new if t[k] == t_new else dense(t[k]))
+                k += 1
+            history.append((t_new, y_new))
+            if status != "finished":
+                break
+    if status != "finished" and t_stop > times_out[-1]:
+        times_out.append(float(t_stop))
+        ys.append(y_stop)
+    if formulation == "covariance":
+        for s_, y in zip(times_out, ys, strict=True):
+            lam = np.linalg.eigvalsh(unpack(y)[1])
+            if lam[0] < -1e-8 * max(abs(lam[-1]), 1e-300):
+                raise RuntimeError(f"Sigma lost positive semi-definiteness at t = {s_:.6g} "
+                                   f"(smallest eigenvalue {lam[0]:.3g}); use formulation='factor' "
+                                   "or smaller tolerances")
+    if status == "finished":
+        t_stop = float(t[-1])
+    return result(times_out, ys, status, t_stop, message)
