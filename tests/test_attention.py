@@ -803,3 +803,10 @@ def test_non_causal_zero_weight_prefix_is_fine():
 def test_sinkhorn_not_converging_raises():
     with pytest.raises(RuntimeError, match="max_steps"):
         attention.sinkhorn_kernel(SK["X"], SK["Q"], SK["K"], max_steps=2, tol=1e-15)
+
+
+def test_overflowing_logits_raise_a_clear_error():
+    X = np.array([[1e160, 0.0], [0.0, 1e160]])
+    with pytest.raises(ValueError, match="overflow"):
+        with np.errstate(over="ignore"):
+            attention.softmax(X, np.eye(2), np.eye(2))

@@ -102,6 +102,10 @@ def _masked_logits(logits, logw, start, causal):
 def _exp_shifted(logits, start):
     """``exp(logits - rowmax)`` in place, with a clear error on a row without mass."""
     row_max = logits.max(axis=1, keepdims=True)
+    if np.any(np.isnan(row_max) | np.isposinf(row_max)):
+        bad = start + int(np.flatnonzero(np.isnan(row_max[:, 0]) | np.isposinf(row_max[:, 0]))[0])
+        raise ValueError(f"X: the logits of query {bad} overflow float64; the tokens or the "
+                         "parameter matrices are too large for attention to be computed")
     if not np.all(np.isfinite(row_max)):
         bad = start + int(np.flatnonzero(~np.isfinite(row_max[:, 0]))[0])
         raise ValueError(f"weights: query {bad} attends only to tokens of zero weight, "
