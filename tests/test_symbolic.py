@@ -115,3 +115,16 @@ def test_sinkhorn_scalar_derivation_and_published_formula():
                                                      sym["sigma2"]: s2}))
     assert G.sinkhorn_rhs_published([[s2]], [[a]], [[1.0]], [[v]])[0, 0] == pytest.approx(
         published, rel=1e-12)
+
+
+def test_sinkhorn_scalar_published_ratio_limits():
+    # epsilon = 1 rhs / published: 2 for weak interaction (linear response, kappa = 2 vs 1),
+    # 1 for strong interaction (both tend to the unregularised plan)
+    res = S.sinkhorn_scalar()
+    sym = res["symbols"]
+    ratio = res["dsigma2"].subs(sym["epsilon"], 1) / res["dsigma2_published"]
+    assert sp.limit(ratio, sym["a"], 0) == 2
+    assert sp.limit(ratio, sym["a"], sp.oo) == 1
+    vals = {sym["v"]: 1.3, sym["sigma2"]: 0.8}
+    assert float(ratio.subs({**vals, sym["a"]: 1e-4})) == pytest.approx(2, rel=1e-6)
+    assert float(ratio.subs({**vals, sym["a"]: 1e4})) == pytest.approx(1, rel=1e-3)
