@@ -141,6 +141,19 @@ def test_local_lipschitz_deterministic_and_warm_start(rng):
     assert warm.matvecs <= res.matvecs
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_loose_tolerance_is_far_more_accurate_than_tol(seed):
+    # ARPACK stops on the Ritz residual |r| <= tol * theta; for a symmetric operator the
+    # eigenvalue error is O(|r|^2 / gap), so tol = 1e-3 gives far better than 1e-3
+    rng = np.random.default_rng(seed)
+    n, d = 16, 6
+    X, A, V = (rng.standard_normal((n, d)), rng.standard_normal((d, d)) / np.sqrt(d),
+               rng.standard_normal((d, d)))
+    exact = np.linalg.norm(L.jacobian_matrix(X, A, V), 2)
+    loose = L.local_lipschitz(X, A, V, tol=1e-3, ncv=4)
+    assert abs(loose - exact) < 1e-4 * exact
+
+
 # ------------------------------------------------------------------ released estimator
 def _released_power_iteration(X, A, V, iters=5, seed=0):
     """Loop transcription of the released iteration: its 'JVP' is the primal output f(X)."""

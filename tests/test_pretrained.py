@@ -186,3 +186,12 @@ def test_bad_inputs(model):
         pt.forward(model, np.array([101, 102]), n_layers=7)
     with pytest.raises(ValueError, match="text"):
         pt.tokenize(42)
+
+
+def test_embeddings_are_per_token_but_layers_mix_tokens(model, run):
+    # the input of layer 0 of a prefix is the prefix of the input of layer 0 (word + position
+    # embeddings, normalised token by token); after one layer every state depends on all tokens
+    ids, fp = run
+    short = pt.forward(model, ids[:5], n_layers=1)
+    np.testing.assert_allclose(short.hidden[0], fp.hidden[0][:5], rtol=0, atol=1e-13)
+    assert np.max(np.abs(short.hidden[1] - fp.hidden[1][:5])) > 1e-3

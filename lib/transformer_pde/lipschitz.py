@@ -439,8 +439,12 @@ def local_lipschitz(X, A, V, *, causal=False, weights=None, tol=1e-6, return_vec
         As in :func:`jvp` (``A``, ``V`` dense or factored). With ``weights`` the attention is
         weighted but the norm on :math:`(\mathbb{R}^d)^n` stays :math:`\sum_i |e_i|^2`.
     tol : float
-        Relative accuracy of :math:`\lambda_{\max}` requested from ARPACK (so about
-        ``tol / 2`` on the constant).
+        ARPACK's stopping tolerance: Lanczos stops when the Ritz residual :math:`\|r\|` is
+        below ``tol`` times the Ritz value :math:`\theta`. For a symmetric operator the
+        eigenvalue error is then at most :math:`\|r\|` and typically of order
+        :math:`\|r\|^2/\delta` (:math:`\delta` the gap to the rest of the spectrum), far
+        below ``tol``; a residual test cannot exclude convergence to a smaller eigenvalue
+        from a start nearly orthogonal to the top singular vector.
     return_vectors : bool
         Return a :class:`LipschitzResult` (value, top singular vectors, number of products)
         instead of the float.
