@@ -6,6 +6,9 @@ Modules (one mathematical object each):
 - :mod:`~transformer_pde.dynamics`: time integration of the particle system;
 - :mod:`~transformer_pde.transport`: Wasserstein distances (exact, sliced, conditional)
   through POT;
+- :mod:`~transformer_pde.stability`: Gronwall rates and the flow Jacobian of the particle system;
+- :mod:`~transformer_pde.meanfield`: when the Monte Carlo error of softmax attention has finite
+  variance (Gaussian data);
 - :mod:`~transformer_pde.gaussian`: mean and covariance ODEs of Gaussian solutions;
 - :mod:`~transformer_pde.symbolic`: the SymPy derivations behind them;
 - :mod:`~transformer_pde.lipschitz`: Jacobian-vector products, local Lipschitz constants,
