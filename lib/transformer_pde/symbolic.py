@@ -91,6 +91,14 @@ def _residual(a, b):
     return (a - b).applyfunc(_simplify_rational)
 
 
+def _moment_report(M, b, dalpha, dSigma, dalpha_stated, dSigma_stated, symbols, **extra):
+    """The derived affine field and ODEs, the stated ones, and their simplified differences."""
+    return {"M": M, "b": b, "dalpha": dalpha, "dSigma": dSigma,
+            "dalpha_stated": dalpha_stated, "dSigma_stated": dSigma_stated,
+            "residual_alpha": _residual(dalpha, dalpha_stated),
+            "residual_Sigma": _residual(dSigma, dSigma_stated), "symbols": symbols, **extra}
+
+
 def evaluate(expr, values):
     r"""Evaluate a SymPy matrix at numbers: ``values`` is a list of (symbol matrix, array).
 
@@ -227,11 +235,8 @@ def softmax_moment_odes(d=2):
     A, Sigma, alpha = s["A"], s["Sigma"], s["alpha"]
     dalpha_stated = V * (sp.eye(d) + Sigma * A) * alpha
     dSigma_stated = V * Sigma * A * Sigma + Sigma * A.T * Sigma * V.T
-    return {"M": M, "b": b, "dalpha": dalpha, "dSigma": dSigma,
-            "dalpha_stated": dalpha_stated, "dSigma_stated": dSigma_stated,
-            "residual_alpha": _residual(dalpha, dalpha_stated),
-            "residual_Sigma": _residual(dSigma, dSigma_stated), "symbols": s,
-            "reweighting": rw}
+    return _moment_report(M, b, dalpha, dSigma, dalpha_stated, dSigma_stated, s,
+                          reweighting=rw)
 
 
 def l2_moment_odes(d=2, k=2):
@@ -257,11 +262,8 @@ def l2_moment_odes(d=2, k=2):
     Pinv = ((sp.eye(d) + 2 * Sigma * K.T * K).inv() * Sigma).applyfunc(sp.cancel)
     dalpha_stated = V * Pinv * (Sigma.inv() + 2 * A) * alpha
     dSigma_stated = 2 * V * Pinv * A * Sigma + 2 * Sigma * A.T * Pinv * V.T
-    return {"M": M, "b": b, "dalpha": dalpha, "dSigma": dSigma,
-            "dalpha_stated": dalpha_stated, "dSigma_stated": dSigma_stated,
-            "residual_alpha": _residual(dalpha, dalpha_stated),
-            "residual_Sigma": _residual(dSigma, dSigma_stated), "symbols": s,
-            "reweighting": rw}
+    return _moment_report(M, b, dalpha, dSigma, dalpha_stated, dSigma_stated, s,
+                          reweighting=rw)
 
 
 def multihead_moment_odes(d=2, heads=2):
@@ -286,11 +288,8 @@ def multihead_moment_odes(d=2, heads=2):
     for A, V in zip(As, Vs, strict=True):
         dalpha_stated += V * (sp.eye(d) + Sigma * A) * alpha
         dSigma_stated += V * Sigma * A * Sigma + Sigma * A.T * Sigma * V.T
-    return {"M": M, "b": b, "dalpha": dalpha, "dSigma": dSigma,
-            "dalpha_stated": dalpha_stated, "dSigma_stated": dSigma_stated,
-            "residual_alpha": _residual(dalpha, dalpha_stated),
-            "residual_Sigma": _residual(dSigma, dSigma_stated),
-            "symbols": {"Sigma": Sigma, "alpha": alpha, "x": x, "As": As, "Vs": Vs}}
+    return _moment_report(M, b, dalpha, dSigma, dalpha_stated, dSigma_stated,
+                          {"Sigma": Sigma, "alpha": alpha, "x": x, "As": As, "Vs": Vs})
 
 
 def sinkhorn_scalar():
