@@ -6,18 +6,31 @@ import numpy as np
 
 from .fitting import fit_power_law
 
-__all__ = ["use_house_style", "loglog_fit", "quiver_field", "COLORS"]
+__all__ = ["use_house_style", "loglog_fit", "quiver_field", "COLORS", "TEXT_WIDTH", "DPI"]
 
 #: Colour cycle of the book (colour-blind safe, Okabe-Ito).
 COLORS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
 
 
+#: Width of the book's text column in inches: at :data:`DPI` a figure this wide is 680 px,
+#: displayed at its natural size in the ~690-px column of the rendered book, so a font of
+#: ``p`` points is shown ``p`` points high. Draw every figure at most this wide.
+TEXT_WIDTH = 6.8
+
+#: Resolution of the inline PNG figures (pixels per inch).
+DPI = 100
+
+
 def use_house_style():
-    """Set the book's matplotlib defaults (sizes, grid, colours, PNG resolution)."""
+    """Set the book's matplotlib defaults (sizes, grid, colours, PNG resolution).
+
+    Figures default to the text column's width (:data:`TEXT_WIDTH` inches at :data:`DPI`),
+    with every text (ticks, legends, titles) at 9 points or more as displayed.
+    """
     mpl.rcParams.update({
-        "figure.figsize": (6.4, 4.0),
-        "figure.dpi": 90,
-        "savefig.dpi": 90,
+        "figure.figsize": (TEXT_WIDTH, 3.6),
+        "figure.dpi": DPI,
+        "savefig.dpi": DPI,
         "figure.constrained_layout.use": True,
         "axes.grid": True,
         "grid.alpha": 0.3,
@@ -26,7 +39,12 @@ def use_house_style():
         "axes.prop_cycle": mpl.cycler(color=COLORS),
         "font.size": 10,
         "axes.titlesize": 10,
+        "axes.labelsize": 10,
+        "xtick.labelsize": 9,
+        "ytick.labelsize": 9,
         "legend.fontsize": 9,
+        "legend.title_fontsize": 9,
+        "figure.titlesize": 11,
         "legend.frameon": False,
         "lines.markersize": 5,
         "image.cmap": "viridis",

@@ -1,0 +1,96 @@
+"""The chapter notebooks follow the book's conventions (see the rendered-book checks too).
+
+These are static checks of the stored notebooks, the part of the reader's experience that can
+be read off the ``.ipynb`` files without building the book:
+
+- every figure is a numbered figure: the cell producing an image carries
+  ``mystnb.figure.name`` (``fig-...``) and ``mystnb.figure.caption`` and alt text
+  ``mystnb.image.alt``, and its code is hidden (``hide-input``) since it only draws;
+- figures are drawn for the text column (``figsize`` width at most
+  :data:`transformer_pde.plotting.TEXT_WIDTH` inches) with no font below 9 points;
+- figure numbers are not typed by hand (``**Figure 3.**``), they come from ``{numref}``;
+- results are numbered statements (at least two ``{prf:...}`` environments a chapter) and
+  reusable code lives in the library (at most two functions defined in a notebook);
+- no ``:class: dropdown`` on ``{prf:proof}`` (it breaks later toggles of the page).
+"""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from transformer_pde.plotting import TEXT_WIDTH
+
+NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
+STATEMENT = re.compile(r"\{prf:(theorem|proposition|lemma|corollary|definition)\}")
+
+
+def _cells(path):
+    return json.loads(path.read_text())["cells"]
+
+
+def _source(cell):
+    return "".join(cell["source"])
+
+
+@pytest.fixture(params=NOTEBOOKS, ids=lambda p: p.stem)
+def notebook(request):
+    return request.param
+
+
+def test_figures_are_numbered_with_caption_alt_text_and_hidden_code(notebook):
+    problems = []
+    for i, cell in enumerate(_cells(notebook)):
+        if cell["cell_type"] != "code":
+            continue
+        if not any("image/png" in out.get("data", {}) for out in cell.get("outputs", [])):
+            continue
+        meta = cell.get("metadata", {})
+        mystnb = meta.get("mystnb", {})
+        figure, image = mystnb.get("figure", {}), mystnb.get("image", {})
+        if not str(figure.get("name", "")).startswith("fig-"):
+            problems.append(f"cell {i}: no mystnb.figure.name starting with 'fig-'")
+        if not str(figure.get("caption", "")).strip():
+            problems.append(f"cell {i}: no mystnb.figure.caption")
+        if not str(image.get("alt", "")).strip():
+            problems.append(f"cell {i}: no alt text (mystnb.image.alt)")
+        tags = meta.get("tags", [])
+        if "hide-input" not in tags and "remove-input" not in tags:
+            problems.append(f"cell {i}: plotting code is not hidden (tag hide-input)")
+    assert not problems, f"{notebook.name}: " + "; ".join(problems)
+
+
+def test_figures_fit_the_column_with_legible_fonts(notebook):
+    problems = []
+    for i, cell in enumerate(_cells(notebook)):
+        if cell["cell_type"] != "code":
+            continue
+        src = _source(cell)
+        for match in re.finditer(r"figsize\s*=\s*\(\s*([0-9.]+)\s*,", src):
+            if float(match.group(1)) > TEXT_WIDTH + 1e-9:
+                problems.append(f"cell {i}: figsize width {match.group(1)} > {TEXT_WIDTH}")
+        for match in re.finditer(r"(?:fontsize|labelsize|size)\s*=\s*([0-9.]+)", src):
+            if float(match.group(1)) < 9:
+                problems.append(f"cell {i}: font size {match.group(1)} < 9 pt")
+        if re.search(r"fontsize\s*=\s*['\"](xx-small|x-small|small)['\"]", src):
+            problems.append(f"cell {i}: a relative font size below the default")
+    assert not problems, f"{notebook.name}: " + "; ".join(problems)
+
+
+def test_no_hand_typed_figure_numbers(notebook):
+    hits = [i for i, cell in enumerate(_cells(notebook))
+            if cell["cell_type"] == "markdown"
+            and re.search(r"\*\*Fig(ure|\.)\s*\d", _source(cell))]
+    assert not hits, f"{notebook.name}: cells {hits} number figures by hand; use {{numref}}"
+
+
+def test_results_are_statements_and_code_lives_in_the_library(notebook):
+    cells = _cells(notebook)
+    markdown = "\n".join(_source(c) for c in cells if c["cell_type"] == "markdown")
+    code = "\n".join(_source(c) for c in cells if c["cell_type"] == "code")
+    assert len(STATEMENT.findall(markdown)) >= 2, f"{notebook.name}: fewer than 2 statements"
+    defs = re.findall(r"^\s*def \w+", code, re.M)
+    assert len(defs) <= 2, f"{notebook.name}: {len(defs)} functions defined in the notebook"
+    assert not re.search(r"\{prf:proof\}[^`]*?:class:\s*dropdown", markdown), (
+        f"{notebook.name}: a dropdown proof; wrap long proofs in a {{toggle}} instead")
