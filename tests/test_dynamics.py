@@ -214,6 +214,70 @@ def test_rescaled_field_rejects_non_square_V():
         dynamics.rescaled_field(linear_field, np.ones((2, 3)))
 
 
+def test_rescaled_softmax_closed_form_equals_general_formula():
+    # z_i' = sum_j P_ij V (z_j - z_i) with P computed on e^{tV} z
+    A = RNG.normal(size=(3, 3))
+    field = dynamics.attention_field(attention.softmax, A=A, V=VR)
+    closed = dynamics.rescaled_field(None, VR, A=A)
+    general = dynamics.rescaled_field(field, VR)
+    for t in (0.0, 0.7, 2.5):
+        Z = RNG.normal(size=(6, 3))
+        P = attention.softmax_matrix(Z @ expm(t * VR).T, A)
+        by_loop = np.array([sum(P[i, j] * VR @ (Z[j] - Z[i]) for j in range(6))
+                            for i in range(6)])
+        np.testing.assert_allclose(closed(t, Z), by_loop, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(general(t, Z), by_loop, rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize("V", [VR, np.diag([1.0, 1.0, -0.5]), -np.eye(3)])
+def test_rescaled_field_against_finite_differences_of_x(V):
+    A = np.array([[1.0, 0.2, 0.0], [0.2, 0.8, 0.1], [0.0, 0.1, 0.6]])
+    field = dynamics.attention_field(attention.softmax, A=A, V=V)
+    t0, h = 1.2, 1e-3
+    times = np.array([0.0, t0 - h, t0, t0 + h])
+    x = integrate(field, X0, times, rtol=1e-13, atol=1e-13)
+    z = dynamics.rescale(x, times, V)
+    central = (z[3] - z[1]) / (2 * h)  # error O(h^2) ~ 1e-6 times the third derivative
+    for zfield in (dynamics.rescaled_field(None, V, A=A), dynamics.rescaled_field(field, V)):
+        np.testing.assert_allclose(zfield(t0, z[2]), central, rtol=0, atol=1e-5)
+
+
+def test_rescaled_field_accurate_in_the_hardmax_regime():
+    # V = A = I up to T = 25: |x| ~ e^25 ~ 7e10, logits ~ e^50 ~ 5e21, attention is hardmax
+    Z0 = np.random.default_rng(3).normal(size=(8, 2))
+    times = np.linspace(0.0, 25.0, 11)
+    I2 = np.eye(2)
+    z = integrate(dynamics.rescaled_field(None, I2, A=I2), Z0, times, rtol=1e-11, atol=1e-12)
+    z_gen = integrate(dynamics.rescaled_field(dynamics.attention_field(
+        attention.softmax, A=I2, V=I2), I2), Z0, times, rtol=1e-11, atol=1e-12)
+    x = integrate(dynamics.attention_field(attention.softmax, A=I2, V=I2), Z0, times,
+                  rtol=1e-11, atol=1e-12, blowup_radius=1e15)
+    assert np.all(np.isfinite(z))
+    np.testing.assert_allclose(z, z_gen, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(z, dynamics.rescale(x, times, I2), rtol=0, atol=1e-7)
+    # the limit is reached: z barely moves over the last 5 time units
+    assert np.max(np.abs(z[-1] - z[-3])) < 1e-6
+    # hardmax: each token attends to argmax_j <z_i, z_j>
+    P = attention.softmax_matrix(z[-1] * np.exp(25.0), I2)
+    assert np.all(np.isfinite(P)) and np.max(1.0 - P.max(axis=1)) < 1e-12
+
+
+def test_rescaled_field_argument_errors():
+    with pytest.raises(ValueError, match="A must be given"):
+        dynamics.rescaled_field(None, np.eye(2))
+    with pytest.raises(ValueError, match="A is only used"):
+        dynamics.rescaled_field(linear_field, np.eye(3), A=np.eye(3))
+    with pytest.raises(ValueError, match="field must be callable"):
+        dynamics.rescaled_field(3.0, np.eye(2))
+    with pytest.raises(ValueError, match="A"):
+        dynamics.rescaled_field(None, np.eye(2), A=np.eye(3))
+
+
+def test_rescale_rejects_non_finite_times():
+    with pytest.raises(ValueError, match="times"):
+        dynamics.rescale(np.zeros((2, 3, 2)), [0.0, np.nan], np.eye(2))
+
+
 # --------------------------------------------------------------------------------------
 # blow-up: x' = x^2 from x(0) = 1 is x(t) = 1/(1 - t), infinite at t = 1
 # --------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from scipy.integrate import BDF, DOP853, LSODA, RK23, RK45, Radau
 from scipy.linalg import expm
 from scipy.optimize import brentq
 
-from . import _checks
+from . import _checks, attention
 
 __all__ = [
     "BlowUpError",
@@ -259,34 +259,86 @@ def residual_stack(field, X0, T, L):
     return integrate(field, X0, np.linspace(0.0, T, L + 1), method="euler")
 
 
+def _exp_tV(t, V, diagonal):
+    r""":math:`e^{tV}` (exact exponentials of the diagonal when ``V`` is diagonal)."""
+    if diagonal:
+        return np.diag(np.exp(t * np.diag(V)))
+    return expm(t * V)
+
+
+def _is_diagonal(V):
+    return bool(np.all(V == np.diag(np.diag(V))))
+
+
 def rescale(trajectory, times, V):
     r"""Rescaled tokens :math:`z_i(t) = e^{-tV} x_i(t)` (Geshkovski et al., 2023).
 
     ``trajectory`` has shape ``(k, n, d)`` at ``times`` (shape ``(k,)``); ``V`` is constant.
+    :math:`e^{-tV}` is computed directly (never as the inverse of :math:`e^{tV}`), and
+    exactly from the exponentials of the diagonal when ``V`` is diagonal.
     """
     traj = np.asarray(trajectory, dtype=np.float64)
     t = np.asarray(times, dtype=np.float64)
     if traj.ndim != 3 or t.shape != (traj.shape[0],):
         raise ValueError(f"trajectory must have shape (k, n, d) with k = len(times), got "
                          f"{traj.shape} and times of shape {t.shape}")
+    if not np.all(np.isfinite(t)):
+        raise ValueError("times contains non-finite values")
     V = _checks.matrix(V, "V", shape=(traj.shape[2], traj.shape[2]))
-    return np.stack([x @ expm(-tk * V).T for tk, x in zip(t, traj, strict=True)])
+    diagonal = _is_diagonal(V)
+    return np.stack([x @ _exp_tV(-tk, V, diagonal).T for tk, x in zip(t, traj, strict=True)])
 
 
-def rescaled_field(field, V):
+def rescaled_field(field, V, *, A=None):
     r"""The velocity field of the rescaled tokens :math:`z = e^{-tV} x`.
 
     .. math::
 
         \dot z = -Vz + e^{-tV}\,\text{field}(t, e^{tV} z).
 
-    Integrating it avoids the exponential growth of :math:`x` when studying clustering.
+    For softmax self-attention with constant :math:`A = K^\top Q` and :math:`V` (pass
+    ``field=None`` and ``A``), :math:`e^{-tV} V x_j = V z_j` gives the closed form of
+    Geshkovski, Letrouit, Polyanskiy and Rigollet (2023),
+
+    .. math::
+
+        \dot z_i = \sum_j P_{ij}(t)\, V (z_j - z_i), \qquad
+        P_{ij}(t) = \frac{e^{\langle A e^{tV} z_i,\, e^{tV} z_j\rangle}}
+                         {\sum_k e^{\langle A e^{tV} z_i,\, e^{tV} z_k\rangle}},
+
+    the same attention matrix as for :math:`x`. It is evaluated with the logits
+    :math:`\langle B(t) z_i, z_j\rangle`, :math:`B(t) = e^{tV^\top} A e^{tV}`, through
+    log-sum-exp, so it stays accurate when :math:`e^{tV}` is large (attention is then a
+    hardmax): no inverse of :math:`e^{tV}` is formed and no cancellation between
+    :math:`-Vz` and a large term occurs. The logits overflow only when :math:`\|B(t)\|`
+    approaches :math:`10^{308}` (e.g. :math:`t \approx 350` for :math:`V = A = I`).
+
+    For a general ``field`` the first formula is used with :math:`e^{-tV}` computed
+    directly (exactly for diagonal ``V``), never as an inverse of :math:`e^{tV}`.
     """
     V = _checks.matrix(V, "V", square=True)
+    d = V.shape[0]
+    diagonal = _is_diagonal(V)
+    if field is None:
+        if A is None:
+            raise ValueError("A must be given when field is None (the softmax field)")
+        A = _checks.matrix(A, "A", shape=(d, d))
+
+        def zfield(t, Z):
+            E = _exp_tV(t, V, diagonal)
+            B = E.T @ A @ E
+            # logits <A e^{tV} z_i, e^{tV} z_j> = <B z_i, z_j>: softmax attention of Z with B
+            return attention.softmax(Z, B, V) - Z @ V.T
+
+        zfield.__name__ = "rescaled_softmax_field"
+        return zfield
+    if A is not None:
+        raise ValueError("A is only used with field=None (the softmax field)")
+    if not callable(field):
+        raise ValueError("field must be callable as field(t, X), or None with A given")
 
     def zfield(t, Z):
-        E = expm(t * V)
-        X = Z @ E.T
-        return -Z @ V.T + np.linalg.solve(E, np.asarray(field(t, X)).T).T
+        X = Z @ _exp_tV(t, V, diagonal).T
+        return -Z @ V.T + np.asarray(field(t, X)) @ _exp_tV(-t, V, diagonal).T
 
     return zfield
