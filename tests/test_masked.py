@@ -201,3 +201,87 @@ def test_bad_inputs_raise():
         masked.masked_velocity(s, X, A, V, chunk_size=0)
     with pytest.raises(ValueError, match="Z must have shape"):
         masked.masked_product_field(A, V)(0.0, s[:, None])
+
+
+def _hermite_reference(s, x, A, V, mean_curve, sigma):
+    """Gamma of ds N(m(s), sigma^2 I) by adaptive quadrature in tau and Gauss-Hermite in y.
+
+    Independent of the closed-form cancellation: both Gaussian integrals are computed
+    numerically (d = 2, tensor Gauss-Hermite rule, exact for polynomials times the kernel up to
+    high degree).
+    """
+    from scipy.integrate import quad
+
+    nodes, wts = np.polynomial.hermite_e.hermegauss(40)  # weight exp(-z^2/2)
+    wts = wts / np.sqrt(2 * np.pi)
+    Z = np.array([[a, b] for a in nodes for b in nodes])
+    W = np.array([wa * wb for wa in wts for wb in wts])
+    b = A @ x
+
+    def inner(tau, comp):
+        y = mean_curve(np.array([tau]))[0] + sigma * Z
+        e = W * np.exp(y @ b)
+        return e.sum() if comp < 0 else e @ y[:, comp]
+
+    den = quad(inner, 0.0, s, args=(-1,), epsabs=1e-13, epsrel=1e-10, limit=200)[0]
+    num = np.array([quad(inner, 0.0, s, args=(c,), epsabs=1e-13, epsrel=1e-10, limit=200)[0]
+                    for c in range(2)])
+    return V @ (num / den)
+
+
+def test_gaussian_sequence_field_against_quadrature_reference():
+    A = np.array([[1.5, 0.5], [-0.5, 1.0]])
+    V = np.array([[0.5, -1.0], [1.0, 0.5]])
+    sigma = 0.35
+    s = np.array([0.05, 0.3, 0.77, 1.0])
+    X = np.array([[0.3, -0.2], [-0.8, 0.5], [1.0, 1.0], [0.0, 0.0]])
+    got = masked.gaussian_sequence_field(s, X, A, V, mean_curve=masked.circle_curve,
+                                         sigma=sigma)
+    ref = np.array([_hermite_reference(si, xi, A, V, masked.circle_curve, sigma)
+                    for si, xi in zip(s, X, strict=True)])
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-7)  # trapezoid error ~ grid^-2
+
+
+def test_gaussian_sequence_field_is_the_limit_of_sampled_sequences():
+    # Monte Carlo: a sampled sequence of n tokens gives the field up to O(n^-1/2)
+    rng = np.random.default_rng(3)
+    A, V = np.eye(2), np.eye(2)
+    s_q = np.array([0.5, 1.0])
+    x_q = np.array([[0.2, 0.1], [-0.5, 0.4]])
+    exact = masked.gaussian_sequence_field(s_q, x_q, A, V, mean_curve=masked.circle_curve,
+                                           sigma=0.3)
+    errs = []
+    for n in (400, 40000):
+        s, X = masked.sample_gaussian_sequence(n, masked.circle_curve, 0.3, rng)
+        errs.append(np.abs(masked.masked_velocity(s, X, A, V, queries=x_q,
+                                                  query_positions=s_q) - exact).max())
+    assert errs[1] < 0.03 and errs[1] < errs[0]
+
+
+def test_sample_gaussian_sequence_positions_moments_and_seed():
+    s, X = masked.sample_gaussian_sequence(5000, masked.circle_curve, 0.5,
+                                           np.random.default_rng(4))
+    np.testing.assert_array_equal(s, np.arange(1, 5001) / 5000)
+    resid = X - masked.circle_curve(s)
+    assert abs(resid.std() - 0.5) < 0.02 and np.abs(resid.mean(axis=0)).max() < 0.03
+    s2, X2 = masked.sample_gaussian_sequence(5000, masked.circle_curve, 0.5,
+                                             np.random.default_rng(4))
+    np.testing.assert_array_equal(X, X2)
+    np.testing.assert_allclose(np.linalg.norm(masked.circle_curve(s), axis=1), 1.0)
+
+
+def test_gaussian_sequence_bad_inputs():
+    A, V = np.eye(2), np.eye(2)
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="sigma"):
+        masked.sample_gaussian_sequence(3, masked.circle_curve, -1.0, rng)
+    with pytest.raises(ValueError, match="rng"):
+        masked.sample_gaussian_sequence(3, masked.circle_curve, 1.0, 0)
+    with pytest.raises(ValueError, match="mean_curve"):
+        masked.sample_gaussian_sequence(3, "circle", 1.0, rng)
+    with pytest.raises(ValueError, match="> 0"):
+        masked.gaussian_sequence_field([0.0], [[0.0, 0.0]], A, V,
+                                       mean_curve=masked.circle_curve, sigma=0.1)
+    with pytest.raises(ValueError, match="dimension"):
+        masked.gaussian_sequence_field([0.5], [[0.0, 0.0, 0.0]], np.eye(3), np.eye(3),
+                                       mean_curve=masked.circle_curve, sigma=0.1)

@@ -34,6 +34,9 @@ __all__ = [
     "masked_velocity",
     "masked_field",
     "masked_product_field",
+    "circle_curve",
+    "sample_gaussian_sequence",
+    "gaussian_sequence_field",
 ]
 
 #: Number of float64 entries of one ``(chunk, n)`` block of logits (2 MiB).
@@ -204,3 +207,108 @@ def masked_product_field(A, V, *, weights=None, chunk_size=None):
         return np.hstack([np.zeros((Z.shape[0], 1)), vel])
 
     return field
+
+
+def circle_curve(s):
+    r"""The closed curve :math:`m(s) = (\cos 2\pi s, \sin 2\pi s)`, shape ``(len(s), 2)``.
+
+    A mean curve for :func:`sample_gaussian_sequence` and :func:`gaussian_sequence_field`.
+    """
+    s = np.asarray(s, dtype=np.float64)
+    return np.stack([np.cos(2 * np.pi * s), np.sin(2 * np.pi * s)], axis=-1)
+
+
+def _mean_curve_values(mean_curve, s, name="mean_curve"):
+    if not callable(mean_curve):
+        raise ValueError(f"{name} must be a callable s -> array of shape (len(s), d)")
+    M = np.asarray(mean_curve(s), dtype=np.float64)
+    if M.ndim != 2 or M.shape[0] != s.shape[0] or not np.all(np.isfinite(M)):
+        raise ValueError(f"{name}(s) must return a finite array of shape (len(s), d), got "
+                         f"shape {M.shape}")
+    return M
+
+
+def sample_gaussian_sequence(n, mean_curve, sigma, rng):
+    r"""A sequence of ``n`` tokens :math:`x_i \sim \mathcal N(m(i/n), \sigma^2 I)`, independent.
+
+    Its measure :math:`\bar\mu_n = \frac1n\sum_i \delta_{(i/n,\,x_i)}` is a sample of the law
+    :math:`\bar\rho(ds, dy) = ds\,\mathcal N(m(s), \sigma^2 I)(dy)` on :math:`[0,1]\times\mathbb
+    R^d` (Castin, Ablin, Carrillo and Peyré, 2025, for the measures on positions and tokens).
+    Returns ``(positions, X)`` with ``positions[i-1] = i/n``.
+    """
+    n = _checks.positive_int(n, "n")
+    sigma = float(sigma)
+    if not np.isfinite(sigma) or sigma < 0:
+        raise ValueError(f"sigma must be a finite number >= 0, got {sigma}")
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError("rng must be a numpy.random.Generator (np.random.default_rng(seed))")
+    s = np.arange(1, n + 1) / n
+    M = _mean_curve_values(mean_curve, s)
+    return s, M + sigma * rng.standard_normal(M.shape)
+
+
+def gaussian_sequence_field(query_positions, queries, A, V, *, mean_curve, sigma, grid=20000):
+    r"""Mean-field masked attention of :math:`\bar\rho = ds\,\mathcal N(m(s),\sigma^2 I)(dy)`.
+
+    For this law the Gaussian integrals
+    :math:`\int e^{\langle b,y\rangle}\mathcal N(m,\sigma^2I)(dy) = e^{\langle b,m\rangle +
+    \sigma^2|b|^2/2}` and :math:`\int y\,e^{\langle b,y\rangle}\mathcal N(m,\sigma^2I)(dy) =
+    (m+\sigma^2 b)\,e^{\langle b,m\rangle+\sigma^2|b|^2/2}` with :math:`b = Ax` turn the field of
+    Castin, Ablin, Carrillo and Peyré (2025) into a one-dimensional integral (the factor
+    :math:`e^{\sigma^2|Ax|^2/2}` cancels):
+
+    .. math::
+
+        \Gamma_{\bar\rho}(s, x) = V\Big(\sigma^2 A x +
+            \frac{\int_0^s m(\tau)\, e^{\langle A x, m(\tau)\rangle}\, d\tau}
+                 {\int_0^s e^{\langle A x, m(\tau)\rangle}\, d\tau}\Big),
+
+    computed by the cumulative trapezoidal rule on ``grid`` equal intervals of :math:`[0,1]`
+    (error :math:`O(\text{grid}^{-2})` for a smooth curve) and linear interpolation in
+    :math:`s`. Logits are shifted by their maximum (the shift cancels in the ratio).
+
+    Parameters
+    ----------
+    query_positions : array (q,)
+        Positions :math:`s \in (0, 1]` (the field is undefined at :math:`s = 0`).
+    queries : array (q, d)
+        Token values :math:`x`.
+    A : array (d, d)
+    V : array (p, d)
+    mean_curve : callable
+        :math:`s \mapsto m(s)`, arrays ``(k,) -> (k, d)``, e.g. :func:`circle_curve`.
+    sigma : float
+        Standard deviation :math:`\sigma \ge 0`.
+    grid : int
+        Number of trapezoidal intervals.
+
+    Returns
+    -------
+    array (q, p)
+    """
+    Y = _checks.points(queries, "queries")
+    q, d = Y.shape
+    s = _checks.positions(query_positions, q, "query_positions")
+    if np.any(s <= 0):
+        raise ValueError("query_positions must be > 0: at s = 0 the past carries no mass")
+    A = _checks.matrix(A, "A", shape=(d, d))
+    V = _checks.matrix(V, "V", cols=d)
+    sigma = float(sigma)
+    if not np.isfinite(sigma) or sigma < 0:
+        raise ValueError(f"sigma must be a finite number >= 0, got {sigma}")
+    grid = _checks.positive_int(grid, "grid")
+    tau = np.linspace(0.0, 1.0, grid + 1)
+    M = _mean_curve_values(mean_curve, tau)
+    if M.shape[1] != d:
+        raise ValueError(f"mean_curve must return points of dimension d = {d}, got {M.shape[1]}")
+    h = 1.0 / grid
+    out = np.empty((q, V.shape[0]))
+    for k in range(q):
+        b = A @ Y[k]
+        logits = M @ b
+        e = np.exp(logits - logits.max())
+        f = np.hstack([M * e[:, None], e[:, None]])  # integrands (numerator | denominator)
+        cum = np.vstack([np.zeros((1, d + 1)), np.cumsum(0.5 * h * (f[1:] + f[:-1]), axis=0)])
+        num_den = np.array([np.interp(s[k], tau, cum[:, c]) for c in range(d + 1)])
+        out[k] = V @ (sigma**2 * b + num_den[:d] / num_den[d])
+    return out

@@ -1,0 +1,114 @@
+r"""Rates read off experiments: fitted exponents with replicate errors, exponential decay rates.
+
+Three small estimators used by the chapters that check a rate rather than a value:
+
+- :func:`jackknife_exponent`: the exponent :math:`p` of :math:`y(n) \approx C n^{p}` fitted to
+  the mean of independent replicates, with its delete-one jackknife standard error over the
+  replicates (Efron and Stein, 1981), the honest error bar of a slope estimated from a few
+  random samples per :math:`n`;
+- :func:`decay_rate`: the rate :math:`r` of :math:`\delta(t) \approx c\, e^{-r t}`, fitted on the
+  window where :math:`\delta` goes from ``high`` down to ``low`` (above integration noise);
+- :func:`first_time_below`: the first sampled time at which a quantity is below a threshold.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+
+from .fitting import fit_power_law
+
+__all__ = ["JackknifeFit", "jackknife_exponent", "decay_rate", "first_time_below"]
+
+
+class JackknifeFit(NamedTuple):
+    """Fitted exponent and its delete-one jackknife standard error."""
+
+    exponent: float
+    stderr: float
+
+
+def _times_values(times, values, name):
+    t = np.asarray(times, dtype=np.float64)
+    v = np.asarray(values, dtype=np.float64)
+    if t.ndim != 1 or v.shape != t.shape:
+        raise ValueError(f"times and {name} must be 1-D arrays of the same length, got shapes "
+                         f"{t.shape} and {v.shape}")
+    if not np.all(np.isfinite(t)) or np.any(np.diff(t) <= 0):
+        raise ValueError("times must be finite and strictly increasing")
+    return t, v
+
+
+def jackknife_exponent(x, replicates, *, transform=None):
+    r"""Exponent of :math:`y \approx C x^p`, :math:`y` the replicate mean, with jackknife error.
+
+    With :math:`m` independent replicates :math:`y_{k,1}, \dots, y_{k,m}` at each abscissa
+    :math:`x_k`, the estimate is the least-squares slope :math:`\hat p` of
+    :math:`\log g(\bar y_k)` against :math:`\log x_k`, :math:`\bar y_k = \frac1m \sum_j y_{k,j}`,
+    and its delete-one jackknife standard error (Efron and Stein, 1981) is
+
+    .. math::
+
+        \widehat{\mathrm{se}} = \Big(\frac{m-1}{m}\sum_{j=1}^m
+            \big(\hat p_{(j)} - \bar p\big)^2\Big)^{1/2},
+
+    :math:`\hat p_{(j)}` the slope computed without replicate :math:`j` and :math:`\bar p` their
+    mean. ``transform`` is :math:`g` (identity by default); use ``np.sqrt`` when the replicates
+    are squared errors, so that the fitted quantity is a root-mean-square error.
+
+    Parameters
+    ----------
+    x : array (K,)
+        Positive abscissae, at least two distinct.
+    replicates : array (K, m)
+        Positive replicate values, ``m >= 2`` independent replicates per abscissa.
+    transform : callable, optional
+        Applied to the replicate means before the fit.
+
+    Returns
+    -------
+    JackknifeFit
+        ``(exponent, stderr)``.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    Y = np.asarray(replicates, dtype=np.float64)
+    if x.ndim != 1 or Y.ndim != 2 or Y.shape[0] != x.size:
+        raise ValueError(f"replicates must have shape (len(x), m), got {Y.shape} for "
+                         f"len(x) = {x.size}")
+    m = Y.shape[1]
+    if m < 2:
+        raise ValueError(f"replicates needs at least 2 replicates per abscissa, got {m}")
+    g = (lambda a: a) if transform is None else transform
+    full = fit_power_law(x, g(Y.mean(axis=1))).exponent
+    loo = np.array([fit_power_law(x, g(np.delete(Y, j, axis=1).mean(axis=1))).exponent
+                    for j in range(m)])
+    return JackknifeFit(float(full), float(np.sqrt((m - 1) / m * np.sum((loo - loo.mean()) ** 2))))
+
+
+def decay_rate(times, distances, *, high=1e-4, low=1e-8):
+    r"""Rate :math:`r` of an exponential decay :math:`\delta(t) \approx c\,e^{-rt}`.
+
+    Least-squares slope of :math:`-\log\delta(t)` against :math:`t` over the samples from the
+    first time :math:`\delta < \text{high}` up to (excluded) the first time
+    :math:`\delta < \text{low}`; ``low`` keeps out the samples where integration errors
+    dominate. Returns ``nan`` when fewer than two samples fall in the window (the decay was not
+    observed).
+    """
+    t, v = _times_values(times, distances, "distances")
+    if not (0 < low < high):
+        raise ValueError(f"need 0 < low < high, got low = {low}, high = {high}")
+    start = np.flatnonzero(v < high)
+    if start.size == 0:
+        return float("nan")
+    stop = np.flatnonzero(v < low)
+    window = slice(start[0], stop[0] if stop.size else t.size)
+    tw, vw = t[window], v[window]
+    if tw.size < 2 or np.any(vw <= 0):
+        return float("nan")
+    return float(-np.polyfit(tw, np.log(vw), 1)[0])
+
+
+def first_time_below(times, values, threshold):
+    """First sampled time with ``values < threshold`` (``inf`` if never)."""
+    t, v = _times_values(times, values, "values")
+    below = np.flatnonzero(v < threshold)
+    return float(t[below[0]]) if below.size else float("inf")
