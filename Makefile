@@ -5,7 +5,16 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 NOTEBOOKS ?= $(sort $(wildcard notebooks/*.ipynb))
 
-.PHONY: book test lab execute clean install lint unit nbval book-strict bench
+.PHONY: book test lab execute clean install lint unit nbval book-strict links browser bench
+
+# The public repository of the book, e.g. https://github.com/OWNER/NAME: when set, the pages get
+# repository, issues, Binder and Colab buttons (book/configure.py); when empty, none of them.
+REPOSITORY ?=
+BRANCH ?= main
+BOOK_CONFIG := _build/config.yml
+# The browser check (make test) needs Chromium; BROWSER=0 skips it explicitly.
+BROWSER ?= 1
+CHROMIUM ?= $(shell command -v chromium || command -v chromium-browser || echo /usr/bin/chromium)
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,11 +31,12 @@ $(STAMP): $(BIN)/python requirements.lock requirements-nodeps.lock pyproject.tom
 install: $(STAMP)
 
 book: install
-	$(BIN)/jupyter-book build . 
+	$(BIN)/python book/configure.py $(BOOK_CONFIG) "$(REPOSITORY)" "$(BRANCH)"
+	$(BIN)/jupyter-book build . --config $(BOOK_CONFIG)
 	@echo "The book is built: open $(CURDIR)/_build/html/index.html"
 
 lint: install
-	$(BIN)/ruff check lib tests benchmarks
+	$(BIN)/ruff check lib tests benchmarks book
 
 unit: install
 	$(BIN)/python -m pytest tests
@@ -37,9 +47,27 @@ nbval: install
 
 book-strict: install
 	rm -rf _build
-	$(BIN)/jupyter-book build . -W -n --keep-going
+	$(BIN)/python book/configure.py $(BOOK_CONFIG) "$(REPOSITORY)" "$(BRANCH)"
+	$(BIN)/jupyter-book build . --config $(BOOK_CONFIG) -W -n --keep-going
 
-test: lint unit nbval book-strict
+# Every internal link, anchor and image of the built book resolves (no network used).
+links: install
+	$(BIN)/lychee --offline --include-fragments --no-progress \
+		--exclude-path _build/html/_static _build/html
+
+# Every page in headless Chromium: typeset math, loaded images, no JavaScript error, no request
+# leaving the machine, no clipped equation, little visible code; screenshots in _build/screenshots.
+browser: install
+ifeq ($(BROWSER),0)
+	@echo "browser check skipped (BROWSER=0)"
+else
+	@test -x "$(CHROMIUM)" || { echo "make test: Chromium not found (looked for chromium and \
+	chromium-browser). Install it (Debian/Ubuntu: apt-get install chromium), or skip the \
+	browser check explicitly with: make test BROWSER=0"; exit 1; }
+	$(BIN)/python tests/check_rendered_book.py _build/html --chromium "$(CHROMIUM)"
+endif
+
+test: lint unit nbval book-strict links browser
 	@echo "make test: all checks passed"
 
 lab: install
@@ -51,7 +79,14 @@ execute: install
 	$(BIN)/jupyter nbconvert --to notebook --execute --inplace \
 		--ExecutePreprocessor.timeout=600 --ExecutePreprocessor.kernel_name=python3 $(NOTEBOOKS)
 
-bench: install
+# The benchmarks compare against PyTorch, installed for them only (requirements-bench.lock);
+# the book and the tests never import it.
+BENCH_STAMP := $(VENV)/.bench-installed
+$(BENCH_STAMP): $(STAMP) requirements-bench.lock
+	$(BIN)/python -m pip install --quiet --no-deps -r requirements-bench.lock
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
 	for f in benchmarks/bench_*.py; do $(BIN)/python $$f || exit 1; done
 
 clean:

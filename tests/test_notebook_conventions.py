@@ -19,7 +19,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from transformer_pde.plotting import TEXT_WIDTH
 
 NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
