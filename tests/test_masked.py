@@ -285,3 +285,57 @@ def test_gaussian_sequence_bad_inputs():
     with pytest.raises(ValueError, match="dimension"):
         masked.gaussian_sequence_field([0.5], [[0.0, 0.0, 0.0]], np.eye(3), np.eye(3),
                                        mean_curve=masked.circle_curve, sigma=0.1)
+
+
+def test_conditional_distance_distinct_positions_is_weighted_rms_and_matches_binned():
+    rng = np.random.default_rng(5)
+    n = 8
+    tau = (np.arange(n) + 0.5) / n  # one atom per bin of the binned estimator
+    X, Y = rng.normal(size=(n, 2)), rng.normal(size=(n, 2))
+    w = rng.dirichlet(np.ones(n))
+    got = masked.conditional_distance(tau, X, Y, weights=w)
+    rms = np.sqrt(np.sum(w * np.sum((X - Y) ** 2, axis=1)))
+    assert got == pytest.approx(rms, rel=1e-12)
+    from transformer_pde import transport
+
+    binned = transport.conditional_wasserstein(tau, X, tau, Y, weights_x=w, weights_y=w,
+                                               bins=n)
+    # binned weights bins by 1/B, this one by the mass: equal for uniform weights only
+    u = masked.conditional_distance(tau, X, Y)
+    binned_u = transport.conditional_wasserstein(tau, X, tau, Y, bins=n)
+    assert u == pytest.approx(binned_u, rel=1e-10)
+    assert binned > 0
+
+
+def test_conditional_distance_shared_positions_uses_exact_transport():
+    # two atoms at one position, swapped: the conditional laws are equal, distance 0
+    tau = np.array([0.5, 0.5, 1.0])
+    X = np.array([[0.0, 0.0], [1.0, 0.0], [2.0, 2.0]])
+    Y = X[[1, 0, 2]]
+    assert masked.conditional_distance(tau, X, Y) == pytest.approx(0.0, abs=1e-12)
+    with pytest.raises(ValueError, match="same shape"):
+        masked.conditional_distance(tau, X, Y[:2])
+    with pytest.raises(ValueError, match="p must"):
+        masked.conditional_distance(tau, X, Y, p=0.5)
+
+
+def test_masked_flow_jacobian_single_token_and_causal_structure():
+    from scipy.linalg import expm
+
+    A = np.array([[0.5, 0.2], [0.1, -0.3]])
+    V = np.array([[0.2, -0.5], [0.4, 0.1]])
+    # one token attends only to itself: x' = V x, J = exp(TV) (RK4 error ~ (T/steps)^4)
+    J1 = masked.masked_flow_jacobian([1.0], np.array([[0.3, -0.7]]), A, V, 1.0, steps=40)
+    np.testing.assert_allclose(J1, expm(V), atol=1e-8)
+    rng = np.random.default_rng(6)
+    n = 5
+    s = np.arange(1, n + 1) / n
+    X0 = rng.normal(size=(n, 2))
+    J = masked.masked_flow_jacobian(s, X0, A, V, 1.0)
+    for i in range(n - 1):  # token i does not depend on later tokens
+        assert np.abs(J[2 * i:2 * i + 2, 2 * (i + 1):]).max() == 0.0
+    # directional derivative against a one-sided difference with a different step
+    flow = masked.masked_flow_map(s, A, V, 1.0)
+    E = rng.normal(size=(n, 2))
+    fd = (flow(X0 + 1e-7 * E) - flow(X0)) / 1e-7
+    np.testing.assert_allclose((J @ E.ravel()).reshape(n, 2), fd, atol=1e-6)

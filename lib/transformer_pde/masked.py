@@ -27,7 +27,7 @@ summing to one; uniform by default).
 
 import numpy as np
 
-from . import _checks
+from . import _checks, dynamics, transport
 
 __all__ = [
     "sequence_measure",
@@ -37,6 +37,9 @@ __all__ = [
     "circle_curve",
     "sample_gaussian_sequence",
     "gaussian_sequence_field",
+    "conditional_distance",
+    "masked_flow_map",
+    "masked_flow_jacobian",
 ]
 
 #: Number of float64 entries of one ``(chunk, n)`` block of logits (2 MiB).
@@ -312,3 +315,93 @@ def gaussian_sequence_field(query_positions, queries, A, V, *, mean_curve, sigma
         num_den = np.array([np.interp(s[k], tau, cum[:, c]) for c in range(d + 1)])
         out[k] = V @ (sigma**2 * b + num_den[:d] / num_den[d])
     return out
+
+
+def conditional_distance(positions, X, Y, *, weights=None, p=2):
+    r"""Conditional Wasserstein distance of two measures with the same atoms' positions.
+
+    For :math:`\bar\mu = \sum_j w_j\delta_{(\tau_j, x_j)}` and
+    :math:`\bar\nu = \sum_j w_j\delta_{(\tau_j, y_j)}` (same positions and weights, hence the
+    same first marginal), the distance
+
+    .. math::
+
+        W_p^{\mathrm{cond}}(\bar\mu, \bar\nu) = \Big(\int_0^1 W_p(\mu_s, \nu_s)^p\,
+            \sigma(ds)\Big)^{1/p}
+
+    (:math:`\sigma` the common first marginal, :math:`\mu_s, \nu_s` the conditional laws of the
+    token given the position) is computed exactly: at a position held by one atom the
+    conditional laws are Dirac masses and :math:`W_p = |x_j - y_j|`; at a position shared by
+    several atoms, :math:`W_p` between the two conditional laws is computed exactly by
+    :func:`transformer_pde.transport.wasserstein`. With distinct positions this is
+    :math:`(\sum_j w_j |x_j - y_j|^p)^{1/p}`. This is our reading of the conditional framework
+    of Castin, Ablin, Carrillo and Peyré (2025), not checked against the paper's text;
+    :func:`transformer_pde.transport.conditional_wasserstein` is the binned estimate for
+    measures with different positions.
+    """
+    X = _checks.points(X, "X")
+    Y = _checks.points(Y, "Y")
+    if X.shape != Y.shape:
+        raise ValueError(f"X and Y must have the same shape, got {X.shape} and {Y.shape}")
+    n = X.shape[0]
+    tau = _checks.positions(positions, n, "positions")
+    w = _checks.weights(weights, n)
+    p = float(p)
+    if not p >= 1:
+        raise ValueError(f"p must be >= 1, got {p}")
+    uniq, inverse, counts = np.unique(tau, return_inverse=True, return_counts=True)
+    total = 0.0
+    single = counts[inverse] == 1
+    total += float(np.sum(w[single] * np.linalg.norm(X[single] - Y[single], axis=1) ** p))
+    for k in np.flatnonzero(counts > 1):
+        idx = np.flatnonzero(inverse == k)
+        mass = w[idx].sum()
+        if mass == 0:
+            continue
+        wk = w[idx] / mass
+        total += mass * transport.wasserstein(X[idx], Y[idx], weights_x=wk, weights_y=wk,
+                                              p=p) ** p
+    return total ** (1.0 / p)
+
+
+def masked_flow_map(positions, A, V, T, *, steps=10, weights=None):
+    r"""The time-``T`` map :math:`X_0 \mapsto X(T)` of the masked particle flow, by RK4.
+
+    :math:`\dot x_i = \Gamma_{\bar\mu(t)}(\tau_i, x_i)` (:func:`masked_field`), integrated with
+    ``steps`` classical Runge-Kutta steps by :func:`transformer_pde.dynamics.integrate`.
+    Returns a function ``X0 -> X(T)``.
+    """
+    steps = _checks.positive_int(steps, "steps")
+    T = _checks.positive_float(T, "T")
+    field = masked_field(positions, A, V, weights=weights)
+    times = np.linspace(0.0, T, steps + 1)
+
+    def flow(X0):
+        return dynamics.integrate(field, X0, times, method="rk4")[-1]
+
+    return flow
+
+
+def masked_flow_jacobian(positions, X0, A, V, T, *, steps=10, weights=None, h=1e-6):
+    r"""Jacobian :math:`J = \partial X(T)/\partial X_0` of :func:`masked_flow_map`, shape (nd, nd).
+
+    Central differences :math:`J e_k \approx (\Phi(X_0 + h e_k) - \Phi(X_0 - h e_k))/(2h)`
+    (error :math:`O(h^2)` plus rounding :math:`O(\epsilon/h)`), rows and columns in the order of
+    ``X0.ravel()``. Token :math:`i` sees tokens :math:`j` with :math:`\tau_j \le \tau_i` only, so
+    for a sequence :math:`J` is block lower triangular. With uniform weights on distinct
+    positions, :math:`\|J\|_2` is the supremum over infinitesimal perturbations of the tokens
+    of :math:`W_2^{\mathrm{cond}}(\bar\mu(T), \bar\nu(T)) / W_2^{\mathrm{cond}}(\bar\mu_0,
+    \bar\nu_0)` (:func:`conditional_distance`): a local stability constant of the masked
+    Transformer PDE of Castin, Ablin, Carrillo and Peyré (2025) at :math:`\bar\mu_0`.
+    """
+    X0 = _checks.points(X0, "X0")
+    h = _checks.positive_float(h, "h")
+    flow = masked_flow_map(positions, A, V, T, steps=steps, weights=weights)
+    n, d = X0.shape
+    J = np.empty((n * d, n * d))
+    for k in range(n * d):
+        E = np.zeros(n * d)
+        E[k] = h
+        E = E.reshape(n, d)
+        J[:, k] = ((flow(X0 + E) - flow(X0 - E)) / (2 * h)).ravel()
+    return J
