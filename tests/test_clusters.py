@@ -215,3 +215,71 @@ def test_rescaled_attention_matrix_is_hardmax_at_large_t():
 def test_bad_inputs(call, name):
     with pytest.raises(ValueError, match=name):
         call()
+
+
+# --------------------------------------------------------------------------------------
+# frozen-attention Runge-Kutta (the authors' scheme)
+# --------------------------------------------------------------------------------------
+
+def _frozen_step_by_loop(Z, t, h, A, V):
+    n = Z.shape[0]
+    E = expm(t * V)
+    X = Z @ E.T
+    logits = np.array([[(A @ X[i]) @ X[j] for j in range(n)] for i in range(n)])
+    P = np.exp(logits - logits.max(axis=1, keepdims=True))
+    P /= P.sum(axis=1, keepdims=True)
+
+    def f(Y):
+        return np.array([sum(P[i, j] * V @ (Y[j] - Y[i]) for j in range(n)) for i in range(n)])
+
+    k1 = f(Z)
+    k2 = f(Z + h / 2 * k1)
+    k3 = f(Z + h / 2 * k2)
+    k4 = f(Z + h * k3)
+    return Z + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+
+
+def test_frozen_attention_step_matches_a_loop():
+    Z = RNG.normal(size=(5, 2))
+    A = np.array([[1.0, 0.3], [0.1, 0.7]])
+    V = np.array([[0.5, 0.2], [-0.1, 0.4]])
+    times = [0.3, 0.5, 0.6]
+    traj = clusters.integrate_frozen_attention(Z, times, A, V)
+    step1 = _frozen_step_by_loop(Z, 0.3, 0.2, A, V)
+    np.testing.assert_allclose(traj[1], step1, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(traj[2], _frozen_step_by_loop(step1, 0.5, 0.1, A, V),
+                               rtol=1e-12, atol=1e-13)
+    # max_step splits each interval into equal steps
+    fine = clusters.integrate_frozen_attention(Z, np.linspace(0.3, 0.5, 5), A, V)
+    split = clusters.integrate_frozen_attention(Z, [0.3, 0.5], A, V, max_step=0.05)
+    np.testing.assert_allclose(split[-1], fine[-1], rtol=1e-13, atol=1e-14)
+
+
+def test_frozen_attention_is_first_order_against_an_adaptive_solution():
+    from transformer_pde import dynamics
+    from transformer_pde.fitting import fit_power_law
+
+    Z0 = np.random.default_rng(0).uniform(-2, 2, size=(10, 2))
+    I2 = np.eye(2)
+    T = 2.0
+    ref = dynamics.integrate(dynamics.rescaled_field(None, I2, A=I2), Z0, [0.0, T],
+                             rtol=1e-13, atol=1e-13)[-1]
+    hs = np.array([0.1, 0.05, 0.025, 0.0125])
+    errors = [np.abs(clusters.integrate_frozen_attention(Z0, [0.0, T], I2, I2, max_step=h)[-1]
+                     - ref).max() for h in hs]
+    fit = fit_power_law(hs, errors)
+    assert abs(fit.exponent - 1.0) < 0.1, fit
+
+
+@pytest.mark.parametrize(("kwargs", "name"), [
+    ({"Z0": np.zeros(3)}, "Z0"),
+    ({"times": [0.0, 0.0]}, "times"),
+    ({"A": np.eye(3)}, "A"),
+    ({"V": np.full((2, 2), np.nan)}, "V"),
+    ({"max_step": -0.1}, "max_step"),
+])
+def test_frozen_attention_bad_inputs(kwargs, name):
+    args = {"Z0": np.zeros((3, 2)), "times": [0.0, 1.0], "A": np.eye(2), "V": np.eye(2)}
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=name):
+        clusters.integrate_frozen_attention(args.pop("Z0"), args.pop("times"), **args)

@@ -404,3 +404,16 @@ def test_integrate_bad_inputs(kwargs, name):
 def test_field_output_of_wrong_shape_raises(method, wrong):
     with pytest.raises(ValueError, match="field"):
         integrate(lambda t, X: wrong(X), X0, [0.0, 1.0], method=method)
+
+
+@pytest.mark.parametrize("V", [
+    np.diag([1.0, -0.5, 0.3]),  # diagonal: exact exponentials
+    VR,  # complex eigenvalues
+    np.array([[0.6, 0.8, 0.0], [0.6, 0.6, 0.1], [0.0, 0.2, -0.4]]),  # real eigenvalues
+    np.array([[1.0, 1.0, 0.0], [0.0, 1.0, 1.0], [0.0, 0.0, 1.0]]),  # Jordan block: expm
+])
+def test_exponential_of_tV_matches_expm(V):
+    exp_V = dynamics._exponential(V)
+    for t in (-3.0, 0.0, 0.5, 20.0):
+        ref = expm(t * V)
+        np.testing.assert_allclose(exp_V(t), ref, rtol=1e-9, atol=1e-12 * np.abs(ref).max())

@@ -7,16 +7,17 @@ self-attention dynamics*, NeurIPS 2023): which tokens share a limit (:func:`grou
 points are vertices of a convex polytope (:func:`polytope_vertices`), how its volume changes
 and who lies inside it (:func:`hull_volume`, :func:`in_hull`), the attention matrix seen
 from the rescaled tokens (:func:`rescaled_attention_matrix`), and whether that matrix is
-Boolean and which tokens lead (:func:`is_boolean`, :func:`leaders`).
+Boolean and which tokens lead (:func:`is_boolean`, :func:`leaders`), and the time stepping
+with frozen attention of the authors' public scripts (:func:`integrate_frozen_attention`).
 """
 
 import numpy as np
-from scipy.linalg import expm
 from scipy.sparse.csgraph import connected_components
 from scipy.spatial import ConvexHull
 from scipy.spatial.distance import cdist
 
 from . import _checks, attention
+from .dynamics import _exponential
 
 __all__ = [
     "group",
@@ -25,6 +26,7 @@ __all__ = [
     "hull_volume",
     "in_hull",
     "rescaled_attention_matrix",
+    "integrate_frozen_attention",
     "leaders",
     "is_boolean",
 ]
@@ -206,8 +208,62 @@ def rescaled_attention_matrix(Z, t, A, V):
         raise ValueError(f"t must be finite, got {t!r}")
     A = _checks.matrix(A, "A", shape=(d, d))
     V = _checks.matrix(V, "V", shape=(d, d))
-    E = expm(t * V)
+    E = _exponential(V)(t)
     return attention.softmax_matrix(Z, E.T @ A @ E)
+
+
+def integrate_frozen_attention(Z0, times, A, V, *, max_step=None):
+    r"""The rescaled dynamics stepped with the attention matrix frozen over each RK4 step.
+
+    On a step :math:`[t_k, t_k + h]` the matrix :math:`P = P(t_k)` of
+    :func:`rescaled_attention_matrix` is computed once and the *linear* system
+    :math:`\dot z_i = \sum_j P_{ij} V (z_j - z_i)` is advanced by one classical Runge-Kutta
+    step. This is how the public scripts accompanying Geshkovski, Letrouit, Polyanskiy and
+    Rigollet (2023) integrate (inferred from their code). Since the variation of
+    :math:`P` over the step is ignored, the scheme is consistent of order 1 only, whatever
+    the order of the Runge-Kutta stages; compare :func:`transformer_pde.dynamics.integrate`
+    with :func:`transformer_pde.dynamics.rescaled_field`, which has the true order.
+
+    Parameters
+    ----------
+    Z0 : array (n, d)
+        Initial tokens (:math:`z(t_0) = e^{-t_0 V} x(t_0)`).
+    times : array (k,)
+        Strictly increasing output times; one step per interval unless ``max_step``
+        subdivides it into equal steps no longer than ``max_step``.
+    A, V : arrays (d, d)
+        :math:`K^\top Q` and the value matrix.
+
+    Returns
+    -------
+    array (k, n, d)
+    """
+    Z0 = _checks.points(Z0, "Z0")
+    d = Z0.shape[1]
+    A = _checks.matrix(A, "A", shape=(d, d))
+    V = _checks.matrix(V, "V", shape=(d, d))
+    t = np.asarray(times, dtype=np.float64)
+    if t.ndim != 1 or t.size < 1 or not np.all(np.isfinite(t)) or np.any(np.diff(t) <= 0):
+        raise ValueError("times must be a finite, strictly increasing 1-D array")
+    if max_step is not None:
+        max_step = _checks.positive_float(max_step, "max_step")
+    exp_V = _exponential(V)
+    traj = np.empty((t.size, *Z0.shape))
+    traj[0] = Z = Z0.copy()
+    for k in range(t.size - 1):
+        m = 1 if max_step is None else max(1, int(np.ceil((t[k + 1] - t[k]) / max_step - 1e-12)))
+        h = (t[k + 1] - t[k]) / m
+        for s in range(m):
+            E = exp_V(t[k] + s * h)
+            P = attention.softmax_matrix(Z, E.T @ A @ E)
+            L = P - np.eye(P.shape[0])  # z' = (P - I) z V^T, linear with P frozen
+            k1 = L @ Z @ V.T
+            k2 = L @ (Z + (h / 2) * k1) @ V.T
+            k3 = L @ (Z + (h / 2) * k2) @ V.T
+            k4 = L @ (Z + h * k3) @ V.T
+            Z = Z + (h / 6) * (k1 + 2 * k2 + 2 * k3 + k4)
+        traj[k + 1] = Z
+    return traj
 
 
 def leaders(P, tol):

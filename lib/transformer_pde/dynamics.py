@@ -259,23 +259,43 @@ def residual_stack(field, X0, T, L):
     return integrate(field, X0, np.linspace(0.0, T, L + 1), method="euler")
 
 
-def _exp_tV(t, V, diagonal):
-    r""":math:`e^{tV}` (exact exponentials of the diagonal when ``V`` is diagonal)."""
-    if diagonal:
-        return np.diag(np.exp(t * np.diag(V)))
-    return expm(t * V)
+def _exponential(V):
+    r"""A function ``t -> e^{tV}`` for a constant square ``V``, cheap to call repeatedly.
 
+    Diagonal ``V``: the exact exponentials of the diagonal. Diagonalisable ``V`` with a
+    well-conditioned eigenvector matrix :math:`S` (:math:`\kappa(S) \le 10^6`):
+    :math:`S e^{t\Lambda} S^{-1}`, accurate to about :math:`\kappa(S)` ulps relative to
+    :math:`\|e^{t\Lambda}\|`. Otherwise :func:`scipy.linalg.expm` at each call.
+    """
+    if np.all(V == np.diag(np.diag(V))):
+        diag = np.diag(V).copy()
+        return lambda t: np.diag(np.exp(t * diag))
+    lam, S = np.linalg.eig(V)
+    if np.isfinite(np.linalg.cond(S)) and np.linalg.cond(S) <= 1e6:
+        S_inv = np.linalg.inv(S)
+        real = bool(np.all(lam.imag == 0))
+        if real:
+            lam, S, S_inv = lam.real, S.real, S_inv.real
 
-def _is_diagonal(V):
-    return bool(np.all(V == np.diag(np.diag(V))))
+            def exp_real(t):
+                return (S * np.exp(t * lam)) @ S_inv
+
+            return exp_real
+
+        def exp_complex(t):
+            return ((S * np.exp(t * lam)) @ S_inv).real
+
+        return exp_complex
+    return lambda t: expm(t * V)
 
 
 def rescale(trajectory, times, V):
     r"""Rescaled tokens :math:`z_i(t) = e^{-tV} x_i(t)` (Geshkovski et al., 2023).
 
     ``trajectory`` has shape ``(k, n, d)`` at ``times`` (shape ``(k,)``); ``V`` is constant.
-    :math:`e^{-tV}` is computed directly (never as the inverse of :math:`e^{tV}`), and
-    exactly from the exponentials of the diagonal when ``V`` is diagonal.
+    :math:`e^{-tV}` is computed directly (never as the inverse of :math:`e^{tV}`): exactly
+    from the exponentials of the diagonal when ``V`` is diagonal, through the eigenvectors of
+    ``V`` when they are well conditioned, with :func:`scipy.linalg.expm` otherwise.
     """
     traj = np.asarray(trajectory, dtype=np.float64)
     t = np.asarray(times, dtype=np.float64)
@@ -285,8 +305,8 @@ def rescale(trajectory, times, V):
     if not np.all(np.isfinite(t)):
         raise ValueError("times contains non-finite values")
     V = _checks.matrix(V, "V", shape=(traj.shape[2], traj.shape[2]))
-    diagonal = _is_diagonal(V)
-    return np.stack([x @ _exp_tV(-tk, V, diagonal).T for tk, x in zip(t, traj, strict=True)])
+    exp_V = _exponential(V)
+    return np.stack([x @ exp_V(-tk).T for tk, x in zip(t, traj, strict=True)])
 
 
 def rescaled_field(field, V, *, A=None):
@@ -314,18 +334,18 @@ def rescaled_field(field, V, *, A=None):
     approaches :math:`10^{308}` (e.g. :math:`t \approx 350` for :math:`V = A = I`).
 
     For a general ``field`` the first formula is used with :math:`e^{-tV}` computed
-    directly (exactly for diagonal ``V``), never as an inverse of :math:`e^{tV}`.
+    directly (as in :func:`rescale`), never as an inverse of :math:`e^{tV}`.
     """
     V = _checks.matrix(V, "V", square=True)
     d = V.shape[0]
-    diagonal = _is_diagonal(V)
+    exp_V = _exponential(V)
     if field is None:
         if A is None:
             raise ValueError("A must be given when field is None (the softmax field)")
         A = _checks.matrix(A, "A", shape=(d, d))
 
         def zfield(t, Z):
-            E = _exp_tV(t, V, diagonal)
+            E = exp_V(t)
             B = E.T @ A @ E
             # logits <A e^{tV} z_i, e^{tV} z_j> = <B z_i, z_j>: softmax attention of Z with B
             return attention.softmax(Z, B, V) - Z @ V.T
@@ -338,7 +358,7 @@ def rescaled_field(field, V, *, A=None):
         raise ValueError("field must be callable as field(t, X), or None with A given")
 
     def zfield(t, Z):
-        X = Z @ _exp_tV(t, V, diagonal).T
-        return -Z @ V.T + np.asarray(field(t, X)) @ _exp_tV(-t, V, diagonal).T
+        X = Z @ exp_V(t).T
+        return -Z @ V.T + np.asarray(field(t, X)) @ exp_V(-t).T
 
     return zfield
