@@ -118,3 +118,235 @@ def test_bad_inputs_raise():
     X0 = np.array([[1.0, 0.0], [0.0, 1.0]])
     with pytest.raises(RuntimeError, match="drifted off the sphere"):
         sphere.integrate_on_sphere(field, X0, [0.0, 1.0, 2.0], method="euler")
+
+
+# --- interaction energy, USA and SA (chapter 7) -------------------------------------------------
+
+def random_symmetric(d, rng):
+    M = rng.normal(size=(d, d))
+    return (M + M.T) / 2
+
+
+def test_energy_against_a_loop():
+    rng = np.random.default_rng(10)
+    n, d, beta = 7, 3, 1.7
+    X = sphere.uniform_on_sphere(n, d, rng)
+    D = rng.normal(size=(d, d))
+    w = rng.dirichlet(np.ones(n))
+    ref = sum(w[i] * w[j] * np.exp(beta * X[i] @ D @ X[j]) for i in range(n) for j in range(n))
+    assert np.isclose(sphere.energy(X, beta, D, w), ref / (2 * beta), rtol=1e-14)
+    ref_default = sum(np.exp(beta * X[i] @ X[j]) for i in range(n) for j in range(n)) / n**2
+    assert np.isclose(sphere.energy(X, beta), ref_default / (2 * beta), rtol=1e-14)
+
+
+def test_usa_and_sa_against_loops():
+    rng = np.random.default_rng(11)
+    n, d, beta = 6, 4, 2.3
+    X = sphere.uniform_on_sphere(n, d, rng)
+    D = rng.normal(size=(d, d))
+    Q, K = rng.normal(size=(2, 3, d))
+    V = rng.normal(size=(d, d))
+    w = rng.dirichlet(np.ones(n))
+    for i in range(n):
+        g = sum(w[j] * np.exp(beta * X[i] @ D @ X[j]) * D @ X[j] for j in range(n))
+        np.testing.assert_allclose(sphere.usa(X, beta, D, weights=w)[i],
+                                   g - (X[i] @ g) * X[i], atol=1e-13)
+        g = sum(np.exp(beta * X[i] @ X[j]) * X[j] for j in range(n)) / n
+        np.testing.assert_allclose(sphere.usa(X, beta)[i], g - (X[i] @ g) * X[i], atol=1e-13)
+        logits = np.array([beta * (Q @ X[i]) @ (K @ X[j]) for j in range(n)])
+        p = w * np.exp(logits)
+        g = sum(p[j] * V @ X[j] for j in range(n)) / p.sum()
+        np.testing.assert_allclose(sphere.sa(X, beta, Q, K, V, weights=w)[i],
+                                   g - (X[i] @ g) * X[i], atol=1e-13)
+    # SA is the book's softmax attention with A = beta K^T Q, projected
+    ref = sphere.tangent_projection(X, attention.softmax(X, beta * K.T @ Q, V))
+    np.testing.assert_allclose(sphere.sa(X, beta, Q, K, V), ref, atol=1e-14)
+    # fields at other query points; the integrator fields agree with the functions
+    Y = sphere.uniform_on_sphere(5, d, rng)
+    g = np.array([sum(np.exp(beta * y @ D @ x) * D @ x for x in X) / n for y in Y])
+    np.testing.assert_allclose(sphere.usa(X, beta, D, queries=Y),
+                               sphere.tangent_projection(Y, g), atol=1e-13)
+    np.testing.assert_allclose(sphere.usa_field(beta, D)(0.0, X), sphere.usa(X, beta, D),
+                               atol=1e-14)
+    np.testing.assert_allclose(sphere.usa_field(beta, D, sign=-1)(0.0, X),
+                               -sphere.usa(X, beta, D), atol=1e-14)
+    np.testing.assert_allclose(sphere.sa_field(beta, Q, K, V)(0.0, X), sphere.sa(X, beta, Q, K, V),
+                               atol=1e-14)
+    np.testing.assert_allclose(sphere.sa_field(beta)(0.0, X), sphere.sa(X, beta), atol=1e-14)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_usa_is_the_spherical_gradient_of_the_energy(seed):
+    # finite differences: d/ds E(normalise(X + s U)) at s = 0 equals sum_i w_i <usa_i, U_i>
+    # for every tangent U; hence dE/dt = sum_i w_i |x_i'|^2 along USA
+    rng = np.random.default_rng(seed)
+    n, d, beta = 8, 3, 1.5
+    X = sphere.uniform_on_sphere(n, d, rng)
+    D = random_symmetric(d, rng)
+    w = rng.dirichlet(np.ones(n))
+    U = sphere.tangent_projection(X, rng.normal(size=(n, d)))
+    h = 1e-5
+
+    def E(s):
+        return sphere.energy(sphere.normalise(X + s * U), beta, D, w)
+
+    fd = (E(h) - E(-h)) / (2 * h)
+    v = sphere.usa(X, beta, D, weights=w)
+    assert np.isclose(fd, np.sum(w[:, None] * v * U), rtol=1e-7, atol=1e-10)
+    # SA with Q^T K = V = D is the ascent in the metric weighted by Z_i = sum_k w_k e^{...}
+    s = sphere.sa(X, beta, Q=np.eye(d), K=D, V=D, weights=w)
+    Z = np.exp(beta * X @ D @ X.T) @ w
+    np.testing.assert_allclose(Z[:, None] * s, v, atol=1e-13)
+    rate = np.sum(w * Z * np.sum(s * s, axis=1))
+    U_sa = s
+    fd = (sphere.energy(sphere.normalise(X + h * U_sa), beta, D, w)
+          - sphere.energy(sphere.normalise(X - h * U_sa), beta, D, w)) / (2 * h)
+    assert np.isclose(fd, rate, rtol=1e-7)
+
+
+def test_energy_increases_along_usa_exactly_as_predicted():
+    rng = np.random.default_rng(4)
+    n, d, beta = 6, 3, 2.0
+    D = random_symmetric(d, rng)
+    X0 = sphere.uniform_on_sphere(n, d, rng)
+    times = np.linspace(0.0, 1.0, 201)
+    traj = sphere.integrate_on_sphere(sphere.usa_field(beta, D), X0, times)
+    E = np.array([sphere.energy(sphere.normalise(X), beta, D) for X in traj])
+    rate = np.array([np.sum(sphere.usa(sphere.normalise(X), beta, D) ** 2) / n for X in traj])
+    # Simpson's rule on 200 intervals and the integrator (rtol 1e-10): relative error ~1e-9
+    from scipy.integrate import simpson
+    assert abs((E[-1] - E[0]) - simpson(rate, x=times)) < 1e-8 * (E[-1] - E[0])
+    assert np.all(np.diff(E) > -1e-13)
+
+
+def test_stationary_measures_at_eigenvectors():
+    rng = np.random.default_rng(5)
+    d, beta = 3, 1.3
+    lam, U = np.linalg.eigh(random_symmetric(d, rng))
+    D = U @ np.diag(lam) @ U.T
+    for k in range(d):
+        v = U[:, k]
+        pair = np.array([v, -v])
+        for p in (1.0, 0.3, 0.5):
+            assert np.abs(sphere.usa(pair, beta, D, weights=[p, 1 - p])).max() < 1e-13
+    # a unit vector that is not an eigenvector: a Dirac mass there moves
+    u = sphere.normalise(np.ones((1, d)) + U[:, :1].T)[0]
+    assert np.abs(sphere.usa(u[None], beta, D)).max() > 1e-3
+    # uniform measure (quadrature): stationary iff D^2 is a multiple of I
+    Y, w = sphere.sphere_quadrature(24, 3)
+    np.testing.assert_allclose(w.sum(), 1.0)
+    np.testing.assert_allclose(Y.T @ (w[:, None] * Y), np.eye(3) / 3, atol=1e-14)
+    refl = np.diag([1.0, -1.0, 1.0])  # D^2 = I, indefinite
+    for M in (np.eye(3), 2.0 * np.eye(3), refl):
+        assert np.abs(sphere.usa(Y, beta, M, weights=w)).max() < 1e-12
+    assert np.abs(sphere.usa(Y, beta, D, weights=w)).max() > 1e-3
+
+
+def test_sphere_quadrature_integrates_polynomials():
+    Y, w = sphere.sphere_quadrature(12, 2)
+    np.testing.assert_allclose(w @ Y[:, 0] ** 4, 3 / 8, atol=1e-15)  # mean of cos^4
+    Y, w = sphere.sphere_quadrature(10, 3)
+    np.testing.assert_allclose(w @ Y[:, 2] ** 4, 1 / 5, atol=1e-15)  # z^4 on S^2
+    np.testing.assert_allclose(w @ (Y[:, 0] ** 2 * Y[:, 1] ** 2), 1 / 15, atol=1e-15)
+
+
+def test_equiangular_rhs_against_particles_and_finite_differences():
+    for model, field in (("sa", sphere.sa), ("usa", sphere.usa)):
+        for n, rho, beta in ((2, -0.5, 1.0), (5, 0.3, 2.0), (7, -0.1, 0.5)):
+            X = sphere.equiangular_configuration(n, rho)
+            G = X @ X.T
+            np.testing.assert_allclose(G[~np.eye(n, dtype=bool)], rho, atol=1e-14)
+            v = field(X, beta)
+            # d/dt <x_i, x_j> = <v_i, x_j> + <x_i, v_j>, the same for every pair
+            dG = v @ X.T + X @ v.T
+            np.testing.assert_allclose(dG[~np.eye(n, dtype=bool)],
+                                       sphere.equiangular_rhs(rho, n, beta, model), atol=1e-13)
+            # decay rate: finite difference of the right-hand side at rho = 1
+            h = 1e-6
+            slope = sphere.equiangular_rhs(1 - h, n, beta, model) / h
+            assert np.isclose(slope, sphere.equiangular_decay_rate(n, beta, model), rtol=1e-4)
+    # the SA formula stays finite at large beta, and matches its unstable form at moderate beta
+    r, n, beta = 0.4, 9, 3.0
+    raw = 2 * np.exp(beta * r) * (1 - r) * (1 + (n - 1) * r) / (np.exp(beta) + (n - 1)
+                                                                   * np.exp(beta * r))
+    assert np.isclose(sphere.equiangular_rhs(r, n, beta, "sa"), raw, rtol=1e-14)
+    assert np.isfinite(sphere.equiangular_rhs(0.2, 9, 5000.0, "sa"))
+
+
+def test_equiangular_solution_follows_particles():
+    n, beta, rho0 = 5, 2.0, -0.1
+    times = np.linspace(0.0, 3.0, 7)
+    X0 = sphere.equiangular_configuration(n, rho0)
+    for model, field in (("sa", sphere.sa_field(beta)), ("usa", sphere.usa_field(beta))):
+        traj = sphere.integrate_on_sphere(field, X0, times)
+        rho = sphere.equiangular_solve(rho0, n, beta, model, times)
+        iu = np.triu_indices(n, 1)
+        for X, r in zip(traj, rho, strict=True):
+            np.testing.assert_allclose((X @ X.T)[iu], r, atol=1e-8)
+
+
+def test_mirror_descent_and_threshold():
+    # D = I on the circle: the minimiser is uniform; the uniform weights are a fixed point
+    Y, _ = sphere.sphere_quadrature(60, 2)
+    res = sphere.energy_mirror_descent(Y, 2.0, steps=50)
+    np.testing.assert_allclose(res.weights, 1 / 60, atol=1e-12)
+    # from a random start, convergence to the minimum (Frank-Wolfe gap -> 0, E decreasing)
+    rng = np.random.default_rng(6)
+    D = np.diag([1.0, 0.0])
+    res = sphere.energy_mirror_descent(Y, 1.0, D, steps=3000,
+                                       weights0=rng.dirichlet(np.ones(60)))
+    assert np.all(np.diff(res.history) < 1e-14)
+    # min = 1/(2 beta), on ker D; E convex (D >= 0): the gap certifies the distance to it
+    assert 0 <= res.energy - 0.5 <= res.gap < 1e-3
+    # maximise with D = -I from random weights (uniform weights are a stationary point)
+    res = sphere.energy_mirror_descent(Y, 1.0, -np.eye(2), maximise=True, steps=2000,
+                                       weights0=rng.dirichlet(np.ones(60)))
+    assert np.all(np.diff(res.history) > -1e-14)
+    assert abs(res.energy - np.cosh(1.0) / 2) < 1e-3  # the balanced antipodal pair
+    b = sphere.dirac_pair_threshold(1.0, -3.0)
+    assert np.isclose(np.cosh(3.0 * b), np.exp(b), rtol=1e-12) and b > 0
+    assert sphere.dirac_pair_threshold(1.0, -0.5) == np.inf
+    assert sphere.dirac_pair_threshold(-1.0, -2.0) == 0.0
+
+
+def test_cluster_measures():
+    X = np.array([[1.0, 0.0], [1.0, 1e-4], [0.0, 1.0], [-1.0, 0.0]])
+    X = sphere.normalise(X)
+    assert sphere.cluster_count(X, 0.01) == 3
+    assert np.isclose(sphere.clustered_pair_fraction(X), 1 / 6)
+    np.testing.assert_allclose(sphere.clustered_pair_fraction(np.stack([X, X[[0, 0, 0, 0]]])),
+                               [1 / 6, 1.0])
+
+
+def test_bad_inputs_of_the_energy_and_fields():
+    X = np.array([[1.0, 0.0], [0.0, 1.0]])
+    with pytest.raises(ValueError, match="beta"):
+        sphere.energy(X, beta=0.0)
+    with pytest.raises(ValueError, match="beta"):
+        sphere.usa(X, beta=-1.0)
+    with pytest.raises(ValueError, match="D must have shape"):
+        sphere.energy(X, 1.0, np.eye(3))
+    with pytest.raises(ValueError, match="weights"):
+        sphere.energy(X, 1.0, weights=[0.5, 0.6])
+    with pytest.raises(ValueError, match="overflow"):
+        sphere.energy(X, 1000.0)
+    with pytest.raises(ValueError, match="Q and K"):
+        sphere.sa(X, 1.0, Q=np.eye(2), K=np.ones((3, 2)))
+    with pytest.raises(ValueError, match="model"):
+        sphere.equiangular_rhs(0.5, 4, 1.0, "softmax")
+    with pytest.raises(ValueError, match="rho"):
+        sphere.equiangular_rhs(1.5, 4, 1.0, "sa")
+    with pytest.raises(ValueError, match="n must be at least 2"):
+        sphere.equiangular_rhs(0.5, 1, 1.0, "sa")
+    with pytest.raises(ValueError, match="rho must lie"):
+        sphere.equiangular_configuration(4, -0.5)
+    with pytest.raises(ValueError, match="d must be at least"):
+        sphere.equiangular_configuration(4, 0.5, d=3)
+    with pytest.raises(ValueError, match="d must be 2 or 3"):
+        sphere.sphere_quadrature(4, 4)
+    with pytest.raises(ValueError, match="sign"):
+        sphere.usa_field(1.0, sign=2)
+    with pytest.raises(ValueError, match="lam_min"):
+        sphere.dirac_pair_threshold(-1.0, 1.0)
+    with pytest.raises(ValueError, match="X must be"):
+        sphere.clustered_pair_fraction(np.ones((1, 2)))

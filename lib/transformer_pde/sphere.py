@@ -24,6 +24,9 @@ renormalising. The residual network with layer normalisation after each layer,
 """
 
 import numpy as np
+from scipy.integrate import solve_ivp
+from scipy.optimize import brentq
+from scipy.sparse.csgraph import connected_components
 
 from . import _checks
 from .dynamics import integrate
@@ -36,6 +39,20 @@ __all__ = [
     "normalised_residual_stack",
     "uniform_on_sphere",
     "sphere_drift",
+    "energy",
+    "usa",
+    "sa",
+    "usa_field",
+    "sa_field",
+    "equiangular_rhs",
+    "equiangular_decay_rate",
+    "equiangular_configuration",
+    "equiangular_solve",
+    "sphere_quadrature",
+    "energy_mirror_descent",
+    "dirac_pair_threshold",
+    "clustered_pair_fraction",
+    "cluster_count",
 ]
 
 
@@ -83,8 +100,15 @@ def sphere_field(field):
         raise ValueError("field must be callable as field(t, X)")
 
     def projected(t, X):
-        U = normalise(X)
-        return tangent_projection(X, np.asarray(field(t, U), dtype=np.float64))
+        X = np.asarray(X, dtype=np.float64)
+        r2 = np.einsum("ij,ij->i", X, X)[:, None]
+        if np.any(r2 == 0):
+            raise ValueError("X has a zero row: it cannot be put on the sphere")
+        v = np.asarray(field(t, X / np.sqrt(r2)), dtype=np.float64)
+        if v.shape != X.shape:
+            raise ValueError(f"field(t, X) must return an array of shape {X.shape}, "
+                             f"got {v.shape}")
+        return v - (np.einsum("ij,ij->i", X, v)[:, None] / r2) * X
 
     projected.__name__ = f"sphere_{getattr(field, '__name__', 'field')}"
     return projected
@@ -172,3 +196,425 @@ def uniform_on_sphere(n, d, rng):
     if not isinstance(rng, np.random.Generator):
         raise ValueError("rng must be a numpy.random.Generator, e.g. np.random.default_rng(0)")
     return normalise(rng.standard_normal((n, d)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Interaction energy, SA and USA (Geshkovski et al., 2025; Burger et al., 2025)
+# ---------------------------------------------------------------------------------------------
+
+#: Largest logit :math:`\beta\langle x, Dy\rangle` accepted before ``exp`` overflows.
+MAX_LOGIT = 700.0
+
+
+def _beta(beta, *, allow_zero=False):
+    try:
+        val = float(beta)
+    except (TypeError, ValueError):
+        raise ValueError(f"beta must be a number, got {beta!r}") from None
+    if not np.isfinite(val) or val < 0 or (val == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"beta must be a finite number {bound}, got {beta!r}")
+    return val
+
+
+def _interaction_matrix(D, d):
+    if D is None:
+        return np.eye(d)
+    return _checks.matrix(D, "D", shape=(d, d))
+
+
+def _exp_logits(L):
+    top = float(np.max(L))
+    if top > MAX_LOGIT:
+        raise ValueError(f"the logits beta <x, D y> reach {top:.4g} > {MAX_LOGIT:g}: exp would "
+                         "overflow (lower beta or the scale of D)")
+    return np.exp(L)
+
+
+def _queries(X, queries):
+    if queries is None:
+        return X
+    return _checks.matrix(queries, "queries", cols=X.shape[1])
+
+
+def energy(X, beta=1.0, D=None, weights=None):
+    r"""Interaction energy of the empirical measure :math:`\mu = \sum_i w_i\delta_{x_i}`.
+
+    .. math::
+
+        E_\beta(\mu) = \frac{1}{2\beta}\iint e^{\beta\langle x, D y\rangle}\,d\mu(x)\,d\mu(y)
+                     = \frac{1}{2\beta}\sum_{i,j} w_i w_j\, e^{\beta\langle x_i, D x_j\rangle}
+
+    (Geshkovski, Letrouit, Polyanskiy and Rigollet, 2025, with :math:`D = I`; Burger, Kabri,
+    Korolev, Roith and Weigand, 2025, with a symmetric :math:`D = Q^\top K = V`). ``D`` is the
+    identity and ``weights`` are uniform (:math:`1/n`) by default. With these conventions and
+    a symmetric ``D``, the :func:`usa` field is exactly the gradient of :math:`E_\beta` on the
+    sphere: :math:`P_{x_i}\nabla_{x_i} E_\beta = w_i\,` ``usa(X)[i]``, so along
+    :math:`\dot x_i =` ``usa(X)[i]`` one has :math:`\frac{d}{dt}E_\beta = \sum_i w_i|\dot x_i|^2`.
+
+    The energy is a function of the *directions* only if the tokens are unit vectors: evaluate
+    it on exactly normalised tokens (:func:`normalise`).
+    """
+    X = _checks.points(X, "X")
+    n, d = X.shape
+    beta = _beta(beta)
+    D = _interaction_matrix(D, d)
+    w = _checks.weights(weights, n)
+    K = _exp_logits(beta * (X @ D @ X.T))
+    return float(w @ K @ w / (2.0 * beta))
+
+
+def usa(X, beta=1.0, D=None, *, weights=None, queries=None):
+    r"""Unnormalised self-attention on the sphere (USA).
+
+    .. math::
+
+        \dot x_i = P_{x_i}\Big(\sum_j w_j\, e^{\beta\langle x_i, D x_j\rangle}\, D x_j\Big),
+        \qquad P_x y = y - \langle x, y\rangle x,
+
+    with uniform weights :math:`w_j = 1/n` by default, i.e.
+    :math:`P_{x_i}(\frac1n\sum_j e^{\beta\langle x_i, Dx_j\rangle} Dx_j)`: the model of
+    Geshkovski et al. (2025) for :math:`D = I` and of Burger et al. (2025) for
+    :math:`Q^\top K = V = D`. For symmetric ``D`` it is the spherical gradient of
+    :func:`energy` (same ``beta``, ``D`` and weights) divided by the weights; for the measure
+    it is the Wasserstein gradient :math:`\nabla_{\mathbb S}\frac{\delta E_\beta}{\delta\mu}`.
+
+    ``queries`` (m, d): evaluate the field of the measure at other points (projected on their
+    tangent spaces). Returns an array of shape (m, d) (``m = n`` by default).
+    """
+    X = _checks.points(X, "X")
+    n, d = X.shape
+    beta = _beta(beta, allow_zero=True)
+    D = _interaction_matrix(D, d)
+    w = _checks.weights(weights, n)
+    Y = _queries(X, queries)
+    G = (_exp_logits(beta * (Y @ D @ X.T)) * w) @ (X @ D.T)
+    return tangent_projection(Y, G)
+
+
+def sa(X, beta=1.0, Q=None, K=None, V=None, *, weights=None, queries=None):
+    r"""Self-attention on the sphere (SA), normalised by the softmax.
+
+    .. math::
+
+        \dot x_i = P_{x_i}\Big(\sum_j
+        \frac{w_j\, e^{\beta\langle Q x_i, K x_j\rangle}}
+             {\sum_k w_k\, e^{\beta\langle Q x_i, K x_k\rangle}}\, V x_j\Big)
+
+    (Geshkovski et al., 2025, with :math:`Q = K = V = I`; uniform weights by default). ``Q``
+    and ``K`` have shape (k, d), ``V`` (d, d), each the identity by default. The softmax is
+    computed stably (largest logit of each row subtracted); it equals
+    :func:`transformer_pde.attention.softmax` with :math:`A = \beta K^\top Q`, projected.
+    """
+    X = _checks.points(X, "X")
+    n, d = X.shape
+    beta = _beta(beta, allow_zero=True)
+    w = _checks.weights(weights, n)
+    Y = _queries(X, queries)
+    QY = Y if Q is None else Y @ _checks.matrix(Q, "Q", cols=d).T
+    KX = X if K is None else X @ _checks.matrix(K, "K", cols=d).T
+    if QY.shape[1] != KX.shape[1]:
+        raise ValueError(f"Q and K must have the same shape (k, d), got {QY.shape[1]} and "
+                         f"{KX.shape[1]} rows")
+    VX = X if V is None else X @ _checks.matrix(V, "V", shape=(d, d)).T
+    with np.errstate(divide="ignore"):
+        L = beta * (QY @ KX.T) + np.log(w)
+    P = np.exp(L - L.max(axis=1, keepdims=True))
+    return tangent_projection(Y, (P @ VX) / P.sum(axis=1, keepdims=True))
+
+
+def _project_unit(U, G):
+    return G - np.einsum("ij,ij->i", U, G)[:, None] * U
+
+
+def usa_field(beta=1.0, D=None, *, sign=1.0):
+    r"""The field ``(t, X) -> sign * usa(X, beta, D)`` for :func:`integrate_on_sphere`.
+
+    Arguments are checked once; the returned callable skips the checks (it is called at every
+    step on unit tokens). ``sign = -1`` gives the gradient *descent* of :func:`energy`.
+    """
+    beta = _beta(beta, allow_zero=True)
+    sign = float(sign)
+    if sign not in (1.0, -1.0):
+        raise ValueError(f"sign must be 1 or -1, got {sign!r}")
+    Dm = None if D is None else _checks.matrix(D, "D", square=True)
+
+    def field(t, U):
+        DU = U if Dm is None else U @ Dm.T
+        L = beta * (U @ DU.T)
+        if L.max() > MAX_LOGIT:
+            raise ValueError("logits overflow: lower beta or the scale of D")
+        return sign * _project_unit(U, np.exp(L) @ DU / U.shape[0])
+
+    field.__name__ = "usa_field"
+    return field
+
+
+def sa_field(beta=1.0, Q=None, K=None, V=None):
+    r"""The field ``(t, X) -> sa(X, beta, Q, K, V)`` for :func:`integrate_on_sphere`.
+
+    Arguments are checked once; the returned callable skips the checks.
+    """
+    beta = _beta(beta, allow_zero=True)
+    mats = [None if M is None else _checks.matrix(M, name) for M, name in
+            ((Q, "Q"), (K, "K"), (V, "V"))]
+    Qm, Km, Vm = mats
+
+    def field(t, U):
+        QU = U if Qm is None else U @ Qm.T
+        KU = U if Km is None else U @ Km.T
+        VU = U if Vm is None else U @ Vm.T
+        L = beta * (QU @ KU.T)
+        P = np.exp(L - L.max(axis=1, keepdims=True))
+        return _project_unit(U, (P @ VU) / P.sum(axis=1, keepdims=True))
+
+    field.__name__ = "sa_field"
+    return field
+
+
+# ---------------------------------------------------------------------------------------------
+# Equiangular configurations
+# ---------------------------------------------------------------------------------------------
+
+_MODELS = ("sa", "usa")
+
+
+def _model(model):
+    if model not in _MODELS:
+        raise ValueError(f"model must be 'sa' or 'usa', got {model!r}")
+    return model
+
+
+def _n_tokens(n):
+    n = _checks.positive_int(n, "n")
+    if n < 2:
+        raise ValueError(f"n must be at least 2 (a pair of tokens), got {n}")
+    return n
+
+
+def equiangular_rhs(rho, n, beta, model):
+    r"""Time derivative of the common inner product of an equiangular configuration.
+
+    If :math:`\langle x_i, x_j\rangle = \rho` for all :math:`i \ne j` (``n`` tokens,
+    :math:`Q = K = V = D = I`), the configuration stays equiangular and
+
+    .. math::
+
+        \dot\rho_{\mathrm{SA}} = \frac{2 e^{\beta\rho}(1-\rho)(1+(n-1)\rho)}
+                                      {e^{\beta} + (n-1)e^{\beta\rho}}, \qquad
+        \dot\rho_{\mathrm{USA}} = \frac{2}{n} e^{\beta\rho}(1-\rho)(1+(n-1)\rho)
+
+    (derived in chapter 7 from :math:`\dot x_i = c(\rho)(\sum_j x_j - (1+(n-1)\rho)x_i)`;
+    the setting is that of Geshkovski et al., 2025). ``rho`` may be an array; ``model`` is
+    ``"sa"`` or ``"usa"``.
+    """
+    model = _model(model)
+    n = _n_tokens(n)
+    beta = _beta(beta, allow_zero=True)
+    r = np.asarray(rho, dtype=np.float64)
+    if not np.all(np.isfinite(r)) or np.any(np.abs(r) > 1.0):
+        raise ValueError("rho must be finite and lie in [-1, 1] (an inner product of unit "
+                         "vectors)")
+    core = 2.0 * (1.0 - r) * (1.0 + (n - 1) * r)
+    if model == "usa":
+        out = core * np.exp(beta * r) / n
+    else:  # divide numerator and denominator by e^{beta rho}: exp(large) = inf gives 0
+        with np.errstate(over="ignore"):
+            out = core / (np.exp(beta * (1.0 - r)) + (n - 1))
+    return out if out.ndim else float(out)
+
+
+def equiangular_decay_rate(n, beta, model):
+    r"""Exponential rate of :math:`1 - \rho(t) \to 0` for an equiangular configuration.
+
+    Linearising :func:`equiangular_rhs` at :math:`\rho = 1`:
+    :math:`\frac{d}{dt}(1-\rho) = -\lambda (1-\rho) + O((1-\rho)^2)` with
+    :math:`\lambda_{\mathrm{SA}} = 2` and :math:`\lambda_{\mathrm{USA}} = 2e^{\beta}`,
+    whatever ``n`` (derived in chapter 7).
+    """
+    model = _model(model)
+    _n_tokens(n)
+    beta = _beta(beta, allow_zero=True)
+    return 2.0 if model == "sa" else 2.0 * float(np.exp(beta))
+
+
+def equiangular_configuration(n, rho, d=None):
+    r"""``n`` unit vectors in :math:`\mathbb R^d` with :math:`\langle x_i, x_j\rangle = \rho`.
+
+    The Gram matrix :math:`(1-\rho)I + \rho\mathbf 1\mathbf 1^\top` is positive semidefinite
+    iff :math:`-1/(n-1) \le \rho \le 1`, of rank ``n`` inside that interval; its square root
+    gives the rows. ``d`` (default ``n``) must be at least that rank; extra columns are zero.
+    """
+    n = _n_tokens(n)
+    rho = float(rho)
+    if not (-1.0 / (n - 1) - 1e-15 <= rho <= 1.0):
+        raise ValueError(f"rho must lie in [-1/(n-1), 1] = [{-1 / (n - 1):.4g}, 1], got {rho!r}")
+    G = (1.0 - rho) * np.eye(n) + rho * np.ones((n, n))
+    lam, U = np.linalg.eigh(G)
+    keep = lam > 1e-12
+    X = U[:, keep] * np.sqrt(lam[keep])
+    d = n if d is None else _checks.positive_int(d, "d")
+    if d < X.shape[1]:
+        raise ValueError(f"d must be at least {X.shape[1]} (the rank of the Gram matrix) for "
+                         f"rho = {rho:.4g}, got {d}")
+    out = np.zeros((n, d))
+    out[:, : X.shape[1]] = X
+    return normalise(out)
+
+
+def equiangular_solve(rho0, n, beta, model, times, *, rtol=1e-11, atol=1e-13):
+    r"""Solve :math:`\dot\rho = ` :func:`equiangular_rhs` from ``rho0`` at ``times[0]``.
+
+    Uses SciPy's ``DOP853``; returns :math:`\rho` at ``times`` (shape ``(k,)``).
+    """
+    t = np.asarray(times, dtype=np.float64)
+    if t.ndim != 1 or t.size < 1 or not np.all(np.isfinite(t)) or np.any(np.diff(t) <= 0):
+        raise ValueError("times must be a strictly increasing 1-D array of finite values")
+    equiangular_rhs(rho0, n, beta, model)  # validates every argument
+    if t.size == 1:
+        return np.array([float(rho0)])
+    sol = solve_ivp(lambda _, r: [equiangular_rhs(min(r[0], 1.0), n, beta, model)],
+                    (t[0], t[-1]), [float(rho0)], method="DOP853", t_eval=t, rtol=rtol,
+                    atol=atol)
+    return sol.y[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Measures on the sphere: quadrature, energy extrema on a grid, clusters
+# ---------------------------------------------------------------------------------------------
+
+def sphere_quadrature(m, d):
+    r"""Nodes and weights of a quadrature for the uniform measure :math:`\sigma` on
+    :math:`\mathbb S^{d-1}`, ``d`` = 2 or 3.
+
+    ``d = 2``: ``m`` equally spaced angles, weights :math:`1/m` (exact for trigonometric
+    polynomials of degree :math:`< m`). ``d = 3``: Gauss-Legendre in :math:`z` (``m`` nodes)
+    times ``2m`` equally spaced longitudes (exact for polynomials of degree :math:`\le 2m-1`).
+    Returns ``(points (N, d), weights (N,))``, the weights summing to one.
+    """
+    m = _checks.positive_int(m, "m")
+    phi = 2 * np.pi * np.arange(m if d == 2 else 2 * m) / (m if d == 2 else 2 * m)
+    if d == 2:
+        return np.column_stack([np.cos(phi), np.sin(phi)]), np.full(m, 1.0 / m)
+    if d != 3:
+        raise ValueError(f"d must be 2 or 3, got {d!r}")
+    z, wz = np.polynomial.legendre.leggauss(m)
+    Z, P = np.meshgrid(z, phi, indexing="ij")
+    r = np.sqrt(1.0 - Z**2)
+    pts = np.column_stack([(r * np.cos(P)).ravel(), (r * np.sin(P)).ravel(), Z.ravel()])
+    w = (np.repeat(wz / 2.0, phi.size) / phi.size)
+    return normalise(pts), w
+
+
+class MirrorDescentResult(tuple):
+    """``(weights, energy, history, gap)`` of :func:`energy_mirror_descent`."""
+
+    __slots__ = ()
+
+    def __new__(cls, weights, energy, history, gap):
+        return super().__new__(cls, (weights, energy, history, gap))
+
+    weights = property(lambda self: self[0])
+    energy = property(lambda self: self[1])
+    history = property(lambda self: self[2])
+    gap = property(lambda self: self[3])
+
+
+def energy_mirror_descent(Y, beta=1.0, D=None, *, maximise=False, steps=2000, step_size=None,
+                          weights0=None):
+    r"""Extremise :func:`energy` over the weights of measures supported on the points ``Y``.
+
+    Exponentiated-gradient (mirror) descent on the simplex for
+    :math:`E(w) = \frac{1}{2\beta} w^\top K w`, :math:`K_{ij} = e^{\beta\langle y_i, D y_j\rangle}`:
+
+    .. math::  w \leftarrow w \odot e^{\mp\eta\, K w/\beta} / \text{normalisation},
+
+    (Kivinen and Warmuth, 1997), ``-`` to minimise, ``+`` with ``maximise=True``. The default
+    step is :math:`\eta = \beta/\max_{ij} K_{ij}`, the inverse of the gradient's Lipschitz
+    constant in the :math:`\ell^1` geometry; starts from uniform weights unless ``weights0``.
+
+    Returns ``(weights, energy, history, gap)``: ``history`` is the energy at every step and
+    ``gap`` the Frank-Wolfe gap :math:`\langle\nabla E, w\rangle - \min_i \partial_i E` (for a
+    minimisation; :math:`\max_i \partial_i E - \langle\nabla E, w\rangle` for a maximisation).
+    When :math:`E` is convex in :math:`w` (e.g. :math:`D \succeq 0`, where :math:`K` is a
+    positive semidefinite matrix) the minimisation gap bounds :math:`E(w) - \min E` over
+    measures on ``Y``.
+    """
+    Y = _checks.points(Y, "Y")
+    n, d = Y.shape
+    beta = _beta(beta)
+    D = _interaction_matrix(D, d)
+    steps = _checks.positive_int(steps, "steps")
+    K = _exp_logits(beta * (Y @ D @ Y.T))
+    eta = beta / float(K.max()) if step_size is None else _checks.positive_float(step_size,
+                                                                                 "step_size")
+    w = _checks.weights(weights0, n, "weights0").copy()
+    sign = 1.0 if maximise else -1.0
+    history = np.empty(steps + 1)
+    for k in range(steps):
+        g = K @ w / beta
+        history[k] = 0.5 * w @ g
+        logw = np.log(np.maximum(w, 1e-300)) + sign * eta * (g - g.max())
+        w = np.exp(logw - logw.max())
+        w /= w.sum()
+    g = K @ w / beta
+    history[-1] = 0.5 * w @ g
+    gap = float(g.max() - w @ g) if maximise else float(w @ g - g.min())
+    return MirrorDescentResult(w, float(history[-1]), history, gap)
+
+
+def dirac_pair_threshold(lam_max, lam_min):
+    r"""Inverse temperature where the balanced antipodal pair overtakes the Dirac mass.
+
+    Candidates for the maximum of :func:`energy` with a symmetric ``D`` of extreme eigenvalues
+    :math:`\lambda_{\max}` and :math:`\lambda_{\min}`: a Dirac mass at a top eigenvector,
+    :math:`e^{\beta\lambda_{\max}}/(2\beta)`, and the balanced antipodal pair on a bottom
+    eigenvector, :math:`\cosh(\beta\lambda_{\min})/(2\beta)` (chapter 7). Returns the
+    :math:`\beta^* \ge 0` with :math:`\cosh(\beta^*\lambda_{\min}) = e^{\beta^*\lambda_{\max}}`,
+    the pair winning for :math:`\beta > \beta^*`: ``0.0`` if :math:`\lambda_{\max} \le 0` (the
+    pair always wins) and ``inf`` if :math:`|\lambda_{\min}| \le \lambda_{\max}` (the Dirac
+    mass always wins).
+    """
+    lam_max, lam_min = float(lam_max), float(lam_min)
+    if not (np.isfinite(lam_max) and np.isfinite(lam_min)) or lam_min > lam_max:
+        raise ValueError(f"need finite lam_min <= lam_max, got {lam_min!r} and {lam_max!r}")
+    if lam_max <= 0:
+        return 0.0
+    L = abs(lam_min)
+    if L <= lam_max:
+        return float("inf")
+
+    def f(b):  # log cosh(b L) - b lam_max, computed without overflow
+        x = b * L
+        return x + np.log1p(np.exp(-2 * x)) - np.log(2.0) - b * lam_max
+
+    return float(brentq(f, lam_max / L**2, 2 * np.log(2.0) / (L - lam_max), xtol=1e-14,
+                        rtol=1e-14))
+
+
+def clustered_pair_fraction(X, threshold=1 - 1e-3):
+    r"""Fraction of pairs :math:`i < j` with :math:`\langle x_i, x_j\rangle \ge` ``threshold``.
+
+    ``X`` has shape (n, d) or (k, n, d) (a trajectory: one fraction per time). The quantity
+    drawn in the phase diagrams of Geshkovski et al. (2025); the threshold is ours.
+    """
+    arr = np.asarray(X, dtype=np.float64)
+    if arr.ndim not in (2, 3) or arr.shape[-2] < 2 or not np.all(np.isfinite(arr)):
+        raise ValueError(f"X must be a finite array (n, d) or (k, n, d) with n >= 2, got shape "
+                         f"{arr.shape}")
+    n = arr.shape[-2]
+    iu = np.triu_indices(n, 1)
+    G = np.einsum("...id,...jd->...ij", arr, arr)
+    return (G[..., iu[0], iu[1]] >= threshold).mean(axis=-1)
+
+
+def cluster_count(X, radius):
+    r"""Number of single-linkage clusters of the tokens at scale ``radius``.
+
+    Connected components of the graph joining :math:`x_i` and :math:`x_j` when
+    :math:`|x_i - x_j| <` ``radius``.
+    """
+    X = _checks.points(X, "X")
+    radius = _checks.positive_float(radius, "radius")
+    dist = np.linalg.norm(X[:, None, :] - X[None, :, :], axis=-1)
+    return int(connected_components(dist < radius, directed=False)[0])
