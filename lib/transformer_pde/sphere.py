@@ -21,6 +21,17 @@ integrate in :math:`\mathbb{R}^d` with a tight adaptive scheme and *check* the d
 renormalising. The residual network with layer normalisation after each layer,
 :math:`x^{\ell+1} = (x^\ell + h P_{x^\ell}\Gamma(x^\ell)) / |\cdot|`, is
 :func:`normalised_residual_stack` (a projected Euler scheme, order one).
+
+**Energy and gradient flows** (chapter 7). :func:`energy` is
+:math:`E_\beta(\mu) = \frac{1}{2\beta}\iint e^{\beta\langle x, Dy\rangle}\,d\mu\,d\mu`;
+:func:`usa` and :func:`sa` are the unnormalised and softmax-normalised attention fields on the
+sphere (Geshkovski et al., 2025; Burger, Kabri, Korolev, Roith and Weigand, 2025). The
+conventions are chosen so that, for a symmetric :math:`D` and weights :math:`w_i`,
+:math:`P_{x_i}\nabla_{x_i}E_\beta = w_i\,\mathrm{usa}_i`: along USA
+:math:`\frac{d}{dt}E_\beta = \sum_i w_i|\dot x_i|^2` exactly, and along SA with
+:math:`Q^\top K = V = D`, :math:`\frac{d}{dt}E_\beta = \sum_i w_i Z_i|\dot x_i|^2` with
+:math:`Z_i = \sum_k w_k e^{\beta\langle x_i, Dx_k\rangle}`. :func:`usa_field` and
+:func:`sa_field` are the same fields, checked once, for :func:`integrate_on_sphere`.
 """
 
 import numpy as np
