@@ -142,7 +142,7 @@ def test_local_lipschitz_deterministic_and_warm_start(rng):
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_loose_tolerance_is_far_more_accurate_than_tol(seed):
+def test_arpack_loose_tolerance_is_far_more_accurate_than_tol(seed):
     # ARPACK stops on the Ritz residual |r| <= tol * theta; for a symmetric operator the
     # eigenvalue error is O(|r|^2 / gap), so tol = 1e-3 gives far better than 1e-3
     rng = np.random.default_rng(seed)
@@ -150,8 +150,79 @@ def test_loose_tolerance_is_far_more_accurate_than_tol(seed):
     X, A, V = (rng.standard_normal((n, d)), rng.standard_normal((d, d)) / np.sqrt(d),
                rng.standard_normal((d, d)))
     exact = np.linalg.norm(L.jacobian_matrix(X, A, V), 2)
-    loose = L.local_lipschitz(X, A, V, tol=1e-3, ncv=4)
+    loose = L.local_lipschitz(X, A, V, tol=1e-3, ncv=4, method="arpack")
     assert abs(loose - exact) < 1e-4 * exact
+
+
+def _clustered(rng, n, d, radius, spread=0.05, clusters=4):
+    """Tokens in tight clusters of large norm: sharp attention, small spectral gap."""
+    C = rng.standard_normal((clusters, d))
+    C *= radius / np.linalg.norm(C, axis=1, keepdims=True)
+    return C[rng.integers(0, clusters, n)] + spread * rng.standard_normal((n, d))
+
+
+def _workloads(rng, n, d):
+    """Gaussian, clustered and adversarial (chapter 5) inputs with their A and V."""
+    A = rng.standard_normal((d, d)) / np.sqrt(d)
+    V = rng.standard_normal((d, d)) / np.sqrt(d)
+    S = (A + A.T) / np.sqrt(2)
+    return {"gaussian": (rng.standard_normal((n, d)), A, V),
+            "clustered": (_clustered(rng, n, d, radius=3.0), A, V),
+            "adversarial": (L.adversarial_configuration(S, n, 1.5)[0], S, np.eye(d))}
+
+
+@pytest.mark.parametrize("tol", [1e-3, 1e-6, 1e-10])
+@pytest.mark.parametrize("kind", ["gaussian", "clustered", "adversarial"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_lanczos_honours_tol_against_dense_svd(kind, tol, causal):
+    # the default method returns a Ritz value: never above the exact constant, and within
+    # tol of it (relative); float64 products only (n < 256)
+    rng = np.random.default_rng(7)
+    X, A, V = _workloads(rng, 24, 5)[kind]
+    exact = np.linalg.norm(L.jacobian_matrix(X, A, V, causal=causal), 2)
+    res = L.local_lipschitz(X, A, V, causal=causal, tol=tol, return_vectors=True)
+    assert res.value <= exact * (1 + 1e-13)
+    assert (exact - res.value) / exact <= tol
+    assert np.linalg.norm(res.right) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("tol", [1e-4, 1e-6, 1e-9])
+@pytest.mark.parametrize("kind", ["gaussian", "clustered", "adversarial"])
+def test_mixed_precision_lanczos_honours_tol(kind, tol):
+    # n >= 256: a float32 phase then a float64 phase; the dense Jacobian is still small at
+    # d = 2 (512 x 512)
+    rng = np.random.default_rng(11)
+    X, A, V = _workloads(rng, 256, 2)[kind]
+    X = 0.5 * X if kind == "gaussian" else X
+    exact = np.linalg.norm(L.jacobian_matrix(X, A, V), 2)
+    value = L.local_lipschitz(X, A, V, tol=tol)
+    assert value <= exact * (1 + 1e-13)
+    assert (exact - value) / exact <= tol
+
+
+def test_lanczos_multihead_factored_honours_tol(rng):
+    H, k, d, p, n = 3, 2, 16, 16, 20
+    (Q, K), (Vo, Vi) = _factored(rng, H, k, d, p)
+    X = rng.standard_normal((n, d))
+    for causal in (False, True):
+        exact = np.linalg.norm(L.jacobian_matrix_multihead(X, (Q, K), (Vo, Vi), causal=causal),
+                               2)
+        for tol in (1e-4, 1e-8):
+            value = L.local_lipschitz_multihead(X, (Q, K), (Vo, Vi), causal=causal, tol=tol)
+            assert value <= exact * (1 + 1e-13) and (exact - value) / exact <= tol
+
+
+def test_lanczos_and_arpack_agree(rng):
+    X, A, V = _workloads(rng, 40, 6)["clustered"]
+    lan = L.local_lipschitz(X, A, V, tol=1e-10)
+    arp = L.local_lipschitz(X, A, V, tol=1e-10, method="arpack")
+    assert lan == pytest.approx(arp, rel=1e-10)
+
+
+def test_lanczos_maxiter_raises(rng):
+    X, A, V = _workloads(rng, 40, 6)["gaussian"]
+    with pytest.raises(RuntimeError, match="maxiter"):
+        L.local_lipschitz(X, A, V, tol=1e-12, maxiter=2)
 
 
 # ------------------------------------------------------------------ released estimator
@@ -281,6 +352,8 @@ def test_bad_inputs_raise(rng):
         L.jvp_multihead(X, np.ones((2, 3, 3)), np.ones((3, 3, 3)), X)
     with pytest.raises(ValueError, match="tol"):
         L.local_lipschitz(X, A, V, tol=-1)
+    with pytest.raises(ValueError, match="method"):
+        L.local_lipschitz(X, A, V, method="power")
     with pytest.raises(ValueError, match="v0"):
         L.local_lipschitz(np.ones((30, 3)), A, V, v0=np.ones((2, 2)))
     with pytest.raises(ValueError, match="real eigenvalue"):

@@ -320,6 +320,167 @@ def jacobian_matrix_multihead(X, As, Vs, *, causal=False, weights=None):
 
 
 # --------------------------------------------------------------------------------------
+# the normal operator (D_X f)^T D_X f with everything that depends on X computed once
+# --------------------------------------------------------------------------------------
+
+class _NormalOperator:
+    r"""Products with :math:`N = (D_X f)^\top D_X f` on ``(n, d_in)`` directions.
+
+    Everything that depends only on ``X`` is computed once: per head ``P``, ``qX``, ``kX``,
+    ``vX``, ``P vX``, for a dense key-query matrix ``X A`` (so that
+    :math:`\langle A e_i, x_j\rangle` is one product with ``E``), and the Gram matrix
+    :math:`V_{cat} V_{cat}^\top` of the output projection (the output never needs to be
+    formed). A single dense head then costs 8 matrix products of size :math:`n^2 d` and one
+    of size :math:`n d^2` per product with ``N``. ``dtype`` float32 halves that cost (used
+    for the first Lanczos phase only, see :func:`_lanczos_top`).
+    """
+
+    def __init__(self, lin, dtype):
+        h = lin.heads
+        H = lin.P.shape[0]
+        self.dtype = dtype
+
+        def c(M):
+            return None if M is None else np.ascontiguousarray(M, dtype=dtype)
+
+        self.n = lin.P.shape[1]
+        self.heads = []
+        for i in range(H):
+            Q = h.Q[i]
+            K = None if h.K is None else h.K[i]
+            V_in = None if h.V_in is None else h.V_in[i]
+            kX, qX = lin.kX[i], lin.qX[i]
+            head = {"P": c(lin.P[i]), "qX": c(qX), "vX": c(lin.vX[i]), "PvX": c(lin.PvX[i]),
+                    "V_in": c(V_in)}
+            if K is None:  # dense A = Q: <A e_i, x_j> = (E (X A)^T)_ij, <A x_i, e_j> = (qX E^T)
+                head["XA"] = c(kX @ Q)
+                head["Q"] = head["K"] = head["kX"] = None
+            else:
+                head.update(Q=c(Q), K=c(K), kX=c(kX), XA=None)
+            self.heads.append(head)
+        self.r = lin.vX.shape[2]
+        self.gram = c(lin.Vcat @ lin.Vcat.T)  # (H r, H r)
+        self.count = 0
+
+    def __call__(self, v):
+        self.count += 1
+        n, r = self.n, self.r
+        E = v.reshape(n, -1).astype(self.dtype, copy=False)
+        outs = []
+        for hd in self.heads:
+            P = hd["P"]
+            if hd["XA"] is not None:
+                W = E @ hd["XA"].T
+                W += hd["qX"] @ E.T
+            else:
+                W = (E @ hd["Q"].T) @ hd["kX"].T
+                W += hd["qX"] @ (E @ hd["K"].T).T
+            W *= P
+            s = W.sum(axis=1)
+            vE = E if hd["V_in"] is None else E @ hd["V_in"].T
+            out = P @ vE
+            out += W @ hd["vX"]
+            out -= s[:, None] * hd["PvX"]
+            outs.append(out)
+        G = (outs[0] if len(outs) == 1 else np.hstack(outs)) @ self.gram
+        grad = np.zeros_like(E)
+        for i, hd in enumerate(self.heads):
+            P = hd["P"]
+            g = G[:, i * r:(i + 1) * r]
+            gS = g @ hd["vX"].T
+            gS -= np.einsum("ij,ij->i", g, hd["PvX"])[:, None]
+            gS *= P
+            back = P.T @ g
+            grad += back if hd["V_in"] is None else back @ hd["V_in"]
+            if hd["XA"] is not None:
+                grad += gS @ hd["XA"]
+                grad += gS.T @ hd["qX"]
+            else:
+                grad += (gS @ hd["kX"]) @ hd["Q"]
+                grad += (gS.T @ hd["qX"]) @ hd["K"]
+        return grad.ravel().astype(np.float64, copy=False)
+
+
+def _ritz(alpha, beta):
+    """Eigen-decomposition of the Lanczos tridiagonal matrix (ascending)."""
+    m = len(alpha)
+    T = np.diag(alpha) + np.diag(beta[:m - 1], 1) + np.diag(beta[:m - 1], -1)
+    return np.linalg.eigh(T)
+
+
+def _lanczos(op, v0, *, target, max_basis, max_products, lower2=-np.inf, floor=0.0,
+             min_steps=1):
+    r"""Lanczos with full reorthogonalisation for the top eigenpair of the PSD operator ``op``.
+
+    Stops when the a-posteriori error bound of the top Ritz value :math:`\theta`,
+    :math:`\min(\|r\|, \|r\|^2 / (\theta - \theta_2))` (for a symmetric operator, with
+    :math:`\theta_2 \le \lambda_2` the second Ritz value: Kato-Temple), is at most
+    ``target * theta``. Restarts from the top Ritz vector when the basis is full.
+    ``lower2`` is a known lower estimate of :math:`\lambda_2` (from a previous phase);
+    ``floor`` also stops at a residual below ``floor * theta`` (the rounding level of a
+    float32 operator, where the iteration would only stagnate). No stop before ``min_steps``
+    products: from a start dominated by a lower eigenvector the first Ritz values can look
+    converged, with :math:`\theta_2` far below :math:`\lambda_2`.
+    Returns ``(theta, unit Ritz vector, best lower estimate of lambda_2, converged)``.
+    """
+    N = v0.size
+    q = v0 / np.linalg.norm(v0)
+    theta, y, second = 0.0, q, lower2
+    while True:
+        basis = np.empty((max_basis + 1, N))
+        basis[0] = q
+        alpha, beta = [], []
+        for j in range(max_basis):
+            if op.count >= max_products:
+                return theta, y, second, False
+            w = op(basis[j])
+            alpha.append(float(basis[j] @ w))
+            for _ in range(2):  # full reorthogonalisation, twice is enough
+                w -= basis[:j + 1].T @ (basis[:j + 1] @ w)
+            b = float(np.linalg.norm(w))
+            beta.append(b)
+            vals, vecs = _ritz(np.array(alpha), np.array(beta))
+            theta = float(vals[-1])
+            if j >= 1:
+                second = max(second, float(vals[-2]))
+            res = b * abs(vecs[-1, -1])
+            gap = theta - second
+            bound = res if not gap > 0 or not np.isfinite(gap) else min(res, res * res / gap)
+            y = vecs[:, -1] @ basis[:j + 1]
+            stop = bound <= target * theta or res <= floor * theta
+            if (stop and op.count >= min_steps) or b <= 1e-14 * max(theta, 1e-300):
+                return theta, y / np.linalg.norm(y), second, True
+            basis[j + 1] = w / b
+        q = y / np.linalg.norm(y)
+
+
+def _structured_start(clin, n, d_in, iters=30):
+    r"""Top right singular vectors of sum_h P_h (over tokens) and of V (over dimensions).
+
+    Their outer product is the top singular vector of the first term :math:`P \otimes V`
+    of the Jacobian, which dominates when attention is sharp (the hardmax limit).
+    """
+    Pbar = clin.P.sum(axis=0)
+    u = np.full(n, 1.0 / np.sqrt(n))
+    for _ in range(iters):
+        u = Pbar.T @ (Pbar @ u)
+        u /= np.linalg.norm(u)
+    V_in = clin.heads.V_in
+    H, r = clin.vX.shape[0], clin.vX.shape[2]
+    gram = clin.Vcat @ clin.Vcat.T
+    x = np.random.default_rng(0).standard_normal(d_in)
+    for _ in range(iters):
+        z = (np.tile(x, H) if V_in is None else np.einsum("hrd,d->hr", V_in, x).ravel())
+        z = (gram @ z).reshape(H, r)
+        x = z.sum(axis=0) if V_in is None else np.einsum("hrd,hr->d", V_in, z)
+        nx = np.linalg.norm(x)
+        if nx == 0:
+            break
+        x /= nx
+    return np.outer(u, x).ravel()
+
+
+# --------------------------------------------------------------------------------------
 # local Lipschitz constant
 # --------------------------------------------------------------------------------------
 
@@ -367,7 +528,45 @@ def _compressed(lin, d):
     return lin._replace(heads=heads, Vcat=Vcat), U
 
 
-def _top_singular(lin, n, d, *, tol, v0, seed, ncv, maxiter):
+#: Below this number of tokens every product is in float64 (float32 saves little there).
+_MIXED_PRECISION_MIN_TOKENS = 256
+#: Fewest products from a fresh (not warm) start before the stopping test is trusted.
+_LANCZOS_MIN_STEPS = 5
+#: Memory budget of the Lanczos basis (bytes); the basis restarts when it is full.
+_LANCZOS_BASIS_BYTES = 2**28
+
+
+def _lanczos_top(clin, n, d_in, *, tol, v0, seed, maxiter):
+    """Top eigenpair of the normal operator by Lanczos: float32 phase, then float64."""
+    dim = n * d_in
+    if v0 is None:
+        rnd = np.random.default_rng(seed).standard_normal(dim)
+        start = _structured_start(clin, n, d_in) + rnd / np.linalg.norm(rnd)
+        min_steps = min(_LANCZOS_MIN_STEPS, dim)
+    else:
+        start, min_steps = v0, 1
+    max_basis = int(min(40, max(8, _LANCZOS_BASIS_BYTES // (8 * dim)), dim))
+    max_products = 2000 if maxiter is None else maxiter
+    op64 = _NormalOperator(clin, np.float64)
+    second, used = -np.inf, 0
+    if n >= _MIXED_PRECISION_MIN_TOKENS and max(tol, 1e-8) < 1:
+        op32 = _NormalOperator(clin, np.float32)
+        _, start, second, _ = _lanczos(op32, start, target=max(tol, 1e-8),
+                                       max_basis=max_basis, max_products=max_products // 2,
+                                       floor=1e-5, min_steps=min_steps)
+        min_steps = 1
+        used = op32.count
+    op64.count = used
+    lam, z, _, ok = _lanczos(op64, start, target=tol, max_basis=max_basis,
+                             max_products=max_products, lower2=second,
+                             min_steps=used + min_steps)
+    if not ok:
+        raise RuntimeError(f"local_lipschitz: Lanczos did not reach tol={tol:g} in "
+                           f"maxiter={max_products} products")
+    return lam, z, op64.count
+
+
+def _top_singular(lin, n, d, *, tol, v0, seed, ncv, maxiter, method="lanczos"):
     d_in = d
     clin, U = _compressed(lin, d)
     if U is not None:
@@ -390,6 +589,9 @@ def _top_singular(lin, n, d, *, tol, v0, seed, ncv, maxiter):
         _, s, Wt = np.linalg.svd(J)
         lam, z = s[0] ** 2, Wt[0]
         count[0] = dim
+    elif method == "lanczos":
+        lam, z, count[0] = _lanczos_top(clin, n, d_in, tol=tol, v0=v0, seed=seed,
+                                        maxiter=maxiter)
     else:
         if v0 is None:
             v0 = np.random.default_rng(seed).standard_normal(dim)
@@ -408,18 +610,20 @@ def _top_singular(lin, n, d, *, tol, v0, seed, ncv, maxiter):
     return LipschitzResult(value, right, left, count[0])
 
 
-def _lipschitz_options(tol, seed, ncv, maxiter):
+def _lipschitz_options(tol, seed, ncv, maxiter, method):
     tol = _checks.positive_float(tol, "tol")
     ncv = _checks.positive_int(ncv, "ncv")
     if maxiter is not None:
         maxiter = _checks.positive_int(maxiter, "maxiter")
     if seed is not None and not isinstance(seed, (int, np.integer)):
         raise ValueError(f"seed must be an integer, got {seed!r}")
+    if method not in ("lanczos", "arpack"):
+        raise ValueError(f"method must be 'lanczos' or 'arpack', got {method!r}")
     return tol, seed, ncv, maxiter
 
 
 def local_lipschitz(X, A, V, *, causal=False, weights=None, tol=1e-6, return_vectors=False,
-                    v0=None, seed=0, ncv=10, maxiter=None):
+                    v0=None, seed=0, ncv=10, maxiter=None, method="lanczos"):
     r"""Local Lipschitz constant :math:`\mathrm{Lip}_X(f) = \|D_X f\|_2` of self-attention.
 
     .. math::
@@ -427,11 +631,20 @@ def local_lipschitz(X, A, V, *, causal=False, weights=None, tol=1e-6, return_vec
         \mathrm{Lip}_X(f) = \sup_{\|E\| = 1} \|D_X f(E)\|
                           = \lambda_{\max}\big((D_X f)^\top D_X f\big)^{1/2},
 
-    with :math:`\|E\|^2 = \sum_i |e_i|^2` (Castin, Ablin and Peyré, 2024). Computed by
-    ARPACK's Lanczos (:func:`scipy.sparse.linalg.eigsh`) on the normal operator
-    :math:`(D_X f)^\top D_X f` as a :class:`~scipy.sparse.linalg.LinearOperator` built from
-    :func:`jvp` and :func:`vjp`, restricted exactly to the input subspace the head uses
-    (see the module docstring); tiny problems (dimension <= 64) use a dense SVD.
+    with :math:`\|E\|^2 = \sum_i |e_i|^2` (Castin, Ablin and Peyré, 2024). The Jacobian is
+    never formed: the normal operator :math:`N = (D_X f)^\top D_X f` is applied through the
+    analytic products of :func:`jvp` and :func:`vjp`, with every quantity that depends only
+    on ``X`` computed once, restricted exactly to the input subspace the heads use (see the
+    module docstring). Tiny problems (dimension :math:`\le 64`) use a dense SVD.
+
+    **Default** (``method="lanczos"``): Lanczos with full reorthogonalisation on :math:`N`,
+    started from the top singular vectors of the attention matrix :math:`P` (over tokens)
+    and of :math:`V` (over dimensions) plus a seeded random component. From
+    :math:`n \ge 256` tokens on, the first phase applies :math:`N` in float32 (half the cost
+    per product) and a float64 phase restarted from its Ritz vector certifies the result:
+    every returned value passes the float64 stopping test below. ``method="arpack"`` runs
+    ARPACK (:func:`scipy.sparse.linalg.eigsh`, ``ncv`` vectors, which converges far beyond
+    ``tol`` at the price of more products) on the same operator in float64.
 
     Parameters
     ----------
@@ -439,39 +652,54 @@ def local_lipschitz(X, A, V, *, causal=False, weights=None, tol=1e-6, return_vec
         As in :func:`jvp` (``A``, ``V`` dense or factored). With ``weights`` the attention is
         weighted but the norm on :math:`(\mathbb{R}^d)^n` stays :math:`\sum_i |e_i|^2`.
     tol : float
-        ARPACK's stopping tolerance: Lanczos stops when the Ritz residual :math:`\|r\|` is
-        below ``tol`` times the Ritz value :math:`\theta`. For a symmetric operator the
-        eigenvalue error is then at most :math:`\|r\|` and typically of order
-        :math:`\|r\|^2/\delta` (:math:`\delta` the gap to the rest of the spectrum), far
-        below ``tol``; a residual test cannot exclude convergence to a smaller eigenvalue
-        from a start nearly orthogonal to the top singular vector.
+        Relative error of the returned constant: the value is within ``tol`` (relative) of
+        :math:`\|D_X f\|_2`, and it is never above it (a Ritz value). Lanczos stops when the
+        bound of Kato and Temple on the top eigenvalue, :math:`\min(\|r\|,
+        \|r\|^2/(\theta - \theta_2))` with :math:`r` the Ritz residual, :math:`\theta`
+        and :math:`\theta_2` the two largest Ritz values, is at most ``tol`` times
+        :math:`\theta`; since :math:`\sigma = \lambda^{1/2}`, the constant is then within
+        ``tol / 2`` (a factor 2 of margin for the gap, estimated by :math:`\theta_2`). With
+        ``method="arpack"``, ``tol`` is ARPACK's: the Ritz residual is below ``tol`` times
+        the Ritz value (the eigenvalue error is then typically far smaller). Like every
+        Krylov method, a start vector exactly orthogonal to the top singular vector would
+        miss it; the random component of the default start excludes that in practice.
     return_vectors : bool
         Return a :class:`LipschitzResult` (value, top singular vectors, number of products)
         instead of the float.
     v0 : array (n, d), optional
-        Starting direction (warm start, e.g. the top direction of a nearby problem).
+        Starting direction (warm start, e.g. the top direction of a nearby problem); used
+        as given, without the structured start.
     seed : int
-        Seed of the random starting vector when ``v0`` is not given (deterministic).
+        Seed of the random part of the starting vector when ``v0`` is not given
+        (deterministic).
     ncv : int
-        Number of Lanczos vectors (ARPACK ``ncv``).
+        Number of Lanczos vectors of ARPACK (``method="arpack"`` only; the default method
+        keeps up to 40 vectors, fewer when they would exceed 256 MiB, and restarts from the
+        Ritz vector).
     maxiter : int, optional
-        ARPACK restarts limit (ARPACK raises if not converged).
+        ``"lanczos"``: the most products with :math:`N` (default 2000), ``RuntimeError``
+        beyond; ``"arpack"``: ARPACK's restart limit (ARPACK raises if not converged).
+    method : {"lanczos", "arpack"}
+        See above.
     """
-    tol, seed, ncv, maxiter = _lipschitz_options(tol, seed, ncv, maxiter)
+    tol, seed, ncv, maxiter = _lipschitz_options(tol, seed, ncv, maxiter, method)
     X, lin = _prepare(X, A, V, causal, weights, multi=False)
-    res = _top_singular(lin, *X.shape, tol=tol, v0=v0, seed=seed, ncv=ncv, maxiter=maxiter)
+    res = _top_singular(lin, *X.shape, tol=tol, v0=v0, seed=seed, ncv=ncv, maxiter=maxiter,
+                        method=method)
     return res if return_vectors else res.value
 
 
 def local_lipschitz_multihead(X, As, Vs, *, causal=False, weights=None, tol=1e-6,
-                              return_vectors=False, v0=None, seed=0, ncv=10, maxiter=None):
+                              return_vectors=False, v0=None, seed=0, ncv=10, maxiter=None,
+                              method="lanczos"):
     r"""Local Lipschitz constant :math:`\|D_X f\|_2` of multi-head attention :math:`\sum_h f^{(h)}`.
 
     Heads as in :func:`jvp_multihead`; method and options as in :func:`local_lipschitz`.
     """
-    tol, seed, ncv, maxiter = _lipschitz_options(tol, seed, ncv, maxiter)
+    tol, seed, ncv, maxiter = _lipschitz_options(tol, seed, ncv, maxiter, method)
     X, lin = _prepare(X, As, Vs, causal, weights, multi=True)
-    res = _top_singular(lin, *X.shape, tol=tol, v0=v0, seed=seed, ncv=ncv, maxiter=maxiter)
+    res = _top_singular(lin, *X.shape, tol=tol, v0=v0, seed=seed, ncv=ncv, maxiter=maxiter,
+                        method=method)
     return res if return_vectors else res.value
 
 
