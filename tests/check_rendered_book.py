@@ -115,13 +115,16 @@ async () => {
   const pageHeight = document.documentElement.scrollHeight;
   let codeHeight = 0;
   for (const cell of document.querySelectorAll('.cell_input')) {
-    if (cell.offsetParent === null) continue;   // inside a collapsed "hide-input" toggle
+    // skip code inside a collapsed "hide-input" toggle
+    if (cell.closest('details:not([open])') || !cell.checkVisibility()) continue;
     const h = cell.getBoundingClientRect().height;
     codeHeight += h;
     const pre = cell.querySelector('pre');
     if (pre && pre.scrollWidth > pre.clientWidth + 1) {
-      out.problems.push('visible code needs sideways scrolling: ' +
-                        pre.textContent.split('\n').find(l => l.length > 60).slice(0, 60));
+      const lines = pre.textContent.split('\n');
+      const longest = lines.reduce((a, b) => (b.length > a.length ? b : a), '');
+      out.problems.push('visible code needs sideways scrolling (' + longest.length +
+                        ' characters): ' + longest.trim().slice(0, 60));
     }
   }
   out.stats.code_fraction = codeHeight / pageHeight;
