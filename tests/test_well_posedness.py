@@ -151,3 +151,130 @@ def test_flow_jacobian_bad_inputs():
         flow_jacobian(np.eye(2), np.eye(2), np.zeros((3, 2)), [0.0, 0.0])
     with pytest.raises(ValueError, match="A"):
         flow_jacobian(np.eye(3), np.eye(2), np.zeros((3, 2)), [0.0, 1.0])
+
+
+# --------------------------------------------------------------------------------------
+# support growth, quadrature, Groenwall constant, l1(l2) norm
+# --------------------------------------------------------------------------------------
+
+from transformer_pde import stability, variants  # noqa: E402
+
+
+def test_heads_growth_rate_closed_forms():
+    v = 1.3
+    gap = np.pi / 4096 / 2
+    opposite = np.stack([v * np.eye(2), -v * np.eye(2)])
+    orthogonal = np.stack([v * np.diag([1.0, 0.0]), v * np.diag([0.0, 1.0])])
+    # kappa = 2v for opposite heads, sqrt(2) v for orthogonal ones; the returned value is an
+    # upper bound within the grid gap (pi / 4096 / 2) * sum_h ||V_h||
+    for Vs, kappa in ((opposite, 2 * v), (orthogonal, np.sqrt(2) * v)):
+        got = stability.heads_growth_rate(Vs)
+        assert kappa <= got <= kappa + gap * 2 * v + 1e-12
+
+
+def test_heads_growth_rate_against_fine_search():
+    rng = np.random.default_rng(4)
+    Vs = rng.standard_normal((3, 2, 2))
+    theta = np.linspace(0, 2 * np.pi, 200_001)
+    U = np.stack([np.cos(theta), np.sin(theta)])
+    fine = np.linalg.norm(np.einsum("hij,ik->hjk", Vs, U), axis=1).sum(axis=0).max()
+    got = stability.heads_growth_rate(Vs)
+    lip = sum(np.linalg.norm(V, 2) for V in Vs)
+    assert fine - 1e-9 <= got <= fine + lip * np.pi / 4096
+    with pytest.raises(ValueError, match="Vs"):
+        stability.heads_growth_rate(np.ones((2, 3, 3)))
+
+
+def test_support_radius_and_cumulative_integral():
+    traj = np.array([[[3.0, 4.0], [0.0, 1.0]], [[0.0, 0.5], [1.0, 1.0]]])
+    assert stability.support_radius(traj) == pytest.approx([5.0, np.sqrt(2)])
+    times = np.linspace(0.0, 2.0, 5)
+    got = stability.cumulative_integral(np.sin, times)
+    assert got == pytest.approx(1 - np.cos(times), abs=1e-14)
+    with pytest.raises(ValueError, match="times"):
+        stability.cumulative_integral(np.sin, [1.0, 0.0])
+    with pytest.raises(ValueError, match="trajectory"):
+        stability.support_radius(np.ones((2, 2)))
+
+
+@pytest.mark.parametrize("p", [1, 2])
+def test_log_gronwall_constant_against_quadrature(p):
+    # constant A, V: R(t) = R0 e^{vt}, log C_p(T) = int_0^T L_p(a, v, R0 e^{vs}) ds
+    A = np.array([[0.6, 0.2], [-0.1, 0.4]])
+    V = np.array([[0.5, 0.1], [0.0, 0.3]])
+    a, v, R0, T = np.linalg.norm(A, 2), np.linalg.norm(V, 2), 0.8, 1.2
+    ref, _ = integrate.quad(lambda s: gronwall_rate(a, v, R0 * np.exp(v * s), p), 0, T,
+                            epsabs=0, epsrel=1e-12)
+    got = stability.log_gronwall_constant(lambda t: A, lambda t: V, R0, [0.0, T / 2, T], p,
+                                          refine=400)
+    assert got[0] == 0.0
+    # trapezoid rule, 800 steps, on an integrand growing like exp(2 a R(t)^2 / p): second
+    # order, so halving the step divides the error by 4
+    coarse = stability.log_gronwall_constant(lambda t: A, lambda t: V, R0, [0.0, T / 2, T], p,
+                                             refine=200)
+    assert abs(coarse[-1] - ref) == pytest.approx(4 * abs(got[-1] - ref), rel=0.05)
+    assert got[-1] == pytest.approx(ref, rel=1e-3)
+    # two identical heads: kappa = 2v for proportional heads, and the rates add
+    heads = stability.log_gronwall_constant(lambda t: np.stack([A, A]),
+                                            lambda t: np.stack([V, V]), R0, [0.0, T], p,
+                                            refine=400)
+    kappa = stability.heads_growth_rate(np.stack([V, V]))
+    ref2, _ = integrate.quad(lambda s: 2 * gronwall_rate(a, v, R0 * np.exp(kappa * s), p), 0,
+                             T, epsabs=0, epsrel=1e-12)
+    assert heads[-1] == pytest.approx(ref2, rel=1e-3)
+
+
+def test_l1_l2_norm_against_search():
+    rng = np.random.default_rng(5)
+    n = 3
+    J = rng.standard_normal((2 * n, 2 * n))
+    theta = np.linspace(0, 2 * np.pi, 100_001)
+    U = np.stack([np.cos(theta), np.sin(theta)])
+    blocks = J.reshape(n, 2, n, 2)
+    ref = max(sum(np.linalg.norm(blocks[i, :, j, :] @ U, axis=0) for i in range(n)).max()
+              for j in range(n))
+    got = stability.l1_l2_norm(J, n)
+    assert ref * (1 - np.pi / 4096) <= got <= ref + 1e-12
+    # identity: a unit perturbation of one atom moves that atom only
+    assert stability.l1_l2_norm(np.eye(2 * n), n) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="d"):
+        stability.l1_l2_norm(np.eye(9), 3, d=3)
+
+
+# --------------------------------------------------------------------------------------
+# the six variants
+# --------------------------------------------------------------------------------------
+
+def test_variants_weights_equal_repeated_atoms():
+    gen = np.random.default_rng(6)
+    P = variants.random_parameters(gen)
+    atoms = variants.uniform_ball(gen, 4)
+    counts = np.array([1, 3, 2, 1])
+    repeated = np.repeat(atoms, counts, axis=0)
+    owner = np.repeat(np.arange(4), counts)
+    for name in variants.VARIANTS:
+        weighted = variants.variant_field(name, P, weights=counts / counts.sum())(0.7, atoms)
+        uniform = variants.variant_field(name, P)(0.7, repeated)
+        gap = np.abs(uniform - weighted[owner]).max()
+        if name == "causal":
+            assert gap > 1e-3  # copies at consecutive positions see different prefixes
+        else:
+            assert gap < 1e-12, name
+
+
+def test_variant_field_matches_attention_and_rates():
+    gen = np.random.default_rng(8)
+    P = variants.random_parameters(gen)
+    X = variants.uniform_ball(gen, 6)
+    t = 0.3
+    assert variants.variant_field("softmax", P)(t, X) == pytest.approx(
+        attention.softmax(X, P["A"](t), P["V"](t)))
+    assert variants.variant_field("causal", P)(t, X)[0] == pytest.approx(P["V"](t) @ X[0])
+    assert variants.support_rate("softmax", P, t) == pytest.approx(np.linalg.norm(P["V"](t), 2))
+    assert variants.support_rate("multihead", P, t) >= np.linalg.norm(P["Vs"](t).sum(0), 2)
+    assert P["As"](t).shape == (2, 2, 2)
+    assert np.all(np.linalg.norm(X, axis=1) <= 1) and X.shape == (6, 2)
+    with pytest.raises(ValueError, match="name"):
+        variants.variant_field("linear", P)
+    with pytest.raises(ValueError, match="name"):
+        variants.support_rate("linear", P, t)

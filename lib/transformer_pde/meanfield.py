@@ -17,7 +17,9 @@ import numpy as np
 from . import _checks
 from .gaussian import _check_moments, psd_sqrt
 
-__all__ = ["interaction_strength", "softmax_weight_second_moment"]
+__all__ = ["interaction_strength", "softmax_weight_second_moment",
+           "normalised_weight_second_moment", "key_projection_second_moment",
+           "weight_tail_exponents", "meanfield_errors", "local_rms_slopes"]
 
 
 def _gaussian(alpha, Sigma):
@@ -109,3 +111,211 @@ def softmax_weight_second_moment(A, alpha, Sigma):
     with np.errstate(over="ignore"):
         return float(np.exp(log_moment))
 
+
+
+def normalised_weight_second_moment(A, alpha, Sigma):
+    r"""Second moment of the normalised softmax weight, :math:`\mathbb E_{x,y}[w(x,y)^2]`.
+
+    For :math:`x, y \sim \mathcal N(\alpha, \Sigma)` independent, the weight that softmax
+    attention gives a key :math:`y` at a query :math:`x`, normalised by its mean over keys, is
+
+    .. math::
+
+        w(x, y) = \frac{e^{\langle Ax, y\rangle}}{\mathbb E_y e^{\langle Ax, y\rangle}}
+        = \exp\big(\langle Ax, y - \alpha\rangle - \tfrac12 q(x)\big), \qquad
+        q(x) = x^\top A^\top \Sigma A x,
+
+    so :math:`\mathbb E_y w^2 = e^{q(x)}`, and with :math:`x = \alpha + Su`,
+    :math:`S = \Sigma^{1/2}`, :math:`K = SA^\top\Sigma AS = B^\top B`, :math:`B = SAS`,
+
+    .. math::
+
+        \mathbb E_x e^{q(x)} = \det(I - 2K)^{-1/2}
+        \exp\big(\alpha^\top M\alpha + 2\alpha^\top M S (I - 2K)^{-1} S M \alpha\big),
+        \qquad M = A^\top\Sigma A,
+
+    finite if and only if :math:`\lambda_{\max}(K) = \rho^2 < 1/2`, i.e.
+    :math:`\rho = \|\Sigma^{1/2}A\Sigma^{1/2}\|_2 < 1/\sqrt2`. Derived here for the mean-field
+    limit of the Transformer PDE (Castin, Ablin, Carrillo and Peyré, 2025).
+
+    Returns
+    -------
+    float
+        The second moment, ``numpy.inf`` when :math:`\rho \ge 1/\sqrt 2` or on overflow.
+    """
+    alpha, Sigma = _gaussian(alpha, Sigma)
+    d = alpha.shape[0]
+    A = _checks.matrix(A, "A", (d, d))
+    S = psd_sqrt(Sigma)
+    M = A.T @ Sigma @ A
+    K = S @ M @ S
+    K = (K + K.T) / 2
+    if np.linalg.eigvalsh(K)[-1] >= 0.5 - 1e-12:  # rounding of rho^2 = 1/2
+        return np.inf
+    I_2K = np.eye(d) - 2 * K
+    _, logdet = np.linalg.slogdet(I_2K)
+    c = S @ M @ alpha
+    log_moment = -0.5 * logdet + alpha @ M @ alpha + 2 * c @ np.linalg.solve(I_2K, c)
+    with np.errstate(over="ignore"):
+        return float(np.exp(log_moment))
+
+
+def key_projection_second_moment(A, alpha, Sigma):
+    r"""Second moment of the mean normalised weight of a key, :math:`\mathbb E_y[\bar w(y)^2]`.
+
+    With :math:`w` as in :func:`normalised_weight_second_moment`,
+    :math:`\bar w(y) = \mathbb E_x w(x, y)`, the total (normalised) attention that the
+    queries of :math:`\mathcal N(\alpha, \Sigma)` pay to the key :math:`y`. It drives the
+    leading :math:`O(1/n)` term of the mean-square error of the particle system (the
+    projection of the error on the keys). With :math:`x = \alpha + Su`, :math:`y = \alpha + Sv`,
+    :math:`B = SAS` (:math:`S = \Sigma^{1/2}`),
+    :math:`w = \exp(v^\top B u - \tfrac12 |Bu|^2)` and
+
+    .. math::
+
+        \bar w(y) = \det(I + B^\top B)^{-1/2}
+        \exp\big(\tfrac12 v^\top B (I + B^\top B)^{-1} B^\top v\big), \qquad
+        \mathbb E_y \bar w^2 = \det(I + B^\top B)^{-1}\det(I - 2G)^{-1/2},
+
+    :math:`G = B(I + B^\top B)^{-1}B^\top`, whose eigenvalues are
+    :math:`\sigma_i^2/(1 + \sigma_i^2)`: finite if and only if
+    :math:`\rho = \sigma_{\max}(B) < 1`. Derived here (Castin, Ablin, Carrillo and Peyré, 2025,
+    for the model). The mean :math:`\alpha` does not enter.
+
+    Returns
+    -------
+    float
+        The second moment, ``numpy.inf`` when :math:`\rho \ge 1`.
+    """
+    alpha, Sigma = _gaussian(alpha, Sigma)
+    d = alpha.shape[0]
+    A = _checks.matrix(A, "A", (d, d))
+    S = psd_sqrt(Sigma)
+    B = S @ A @ S
+    s = np.linalg.svd(B, compute_uv=False)
+    if s[0] >= 1 - 1e-12:  # rounding of a singular value equal to 1
+        return np.inf
+    g = s**2 / (1 + s**2)
+    return float(np.prod(1 + s**2) ** -1 * np.prod(1 - 2 * g) ** -0.5)
+
+
+def weight_tail_exponents(rho):
+    r"""Tail exponents of the softmax weights of Gaussian tokens at interaction strength ``rho``.
+
+    For :math:`B = \rho I` (isotropic interaction, any :math:`d`), up to slower factors:
+
+    - pair weight :math:`w(x,y)` (:func:`normalised_weight_second_moment`):
+      :math:`P(w > \tau) \approx \tau^{-\gamma_w}`,
+      :math:`\gamma_w = \tfrac12 + \sqrt{\rho^{-2} + \tfrac14}` (Laplace's method on
+      :math:`\log w = \rho r Z - \tfrac12\rho^2 r^2`, :math:`r = |u|`, :math:`Z` standard
+      Gaussian); :math:`\gamma_w > 2` iff :math:`\rho < 1/\sqrt2`;
+    - key weight :math:`\bar w(y)` (:func:`key_projection_second_moment`):
+      :math:`\gamma_k = 1 + \rho^{-2}`; :math:`\gamma_k > 2` iff :math:`\rho < 1`;
+    - unnormalised pair weight :math:`e^{\langle Ax,y\rangle}`: :math:`\gamma_e = 1/\rho`
+      in :math:`d = 2` (Laplace-distributed exponent); :math:`\gamma_e > 2` iff
+      :math:`\rho < 1/2`.
+
+    Derived here. Returns ``(gamma_w, gamma_k, gamma_e)`` (arrays if ``rho`` is).
+    """
+    rho = np.asarray(rho, dtype=float)
+    if not np.all(np.isfinite(rho)) or np.any(rho <= 0):
+        raise ValueError("rho must be positive and finite")
+    out = (0.5 + np.sqrt(rho**-2 + 0.25), 1 + rho**-2, 1 / rho)
+    return tuple(float(x) for x in out) if rho.ndim == 0 else out
+
+
+def meanfield_errors(A, V, alpha, Sigma, sizes, draws, seed):
+    r"""Errors of the softmax particle system against the Gaussian mean field at :math:`t = 0`.
+
+    For each size :math:`n` and each draw, :math:`x_1, \dots, x_n \sim \mathcal N(\alpha,
+    \Sigma)` i.i.d., :math:`\Gamma_i = \Gamma_{\hat\mu_n}(x_i)` (softmax attention on the
+    empirical measure) and :math:`\Gamma(x) = V(\alpha + \Sigma A x)` (the field of the
+    Gaussian solution of the Transformer PDE; Castin, Ablin, Carrillo and Peyré, 2025). Two
+    squared errors:
+
+    - of the rate of the empirical covariance, an average over the particles:
+
+      .. math::
+
+          \Big\|\dot{\hat\Sigma}_n - \dot\Sigma\Big\|_F^2, \quad
+          \dot{\hat\Sigma}_n = \frac1n\sum_i \big((x_i - \hat\alpha)\Gamma_i^\top
+          + \Gamma_i (x_i - \hat\alpha)^\top\big), \quad
+          \dot\Sigma = V\Sigma A\Sigma + \Sigma A^\top\Sigma V^\top;
+
+    - of the field at the particles, averaged over them:
+      :math:`\frac1n\sum_i |\Gamma_i - \Gamma(x_i)|^2`.
+
+    Parameters
+    ----------
+    A, V : arrays (d, d)
+    alpha : array (d,)
+    Sigma : array (d, d), symmetric positive definite
+    sizes : sequence of int
+        The numbers of particles :math:`n`.
+    draws : int or sequence of int
+        Independent draws per size (one number for all sizes, or one per size).
+    seed : int or sequence of int
+        Draw ``r`` of size index ``k`` uses ``numpy.random.default_rng([*seed, k, r])``.
+
+    Returns
+    -------
+    covariance, field : lists of arrays
+        Element ``k`` of each has shape ``(draws[k],)``.
+    """
+    from . import attention, gaussian
+
+    alpha, Sigma = _gaussian(alpha, Sigma)
+    d = alpha.shape[0]
+    A = _checks.matrix(A, "A", (d, d))
+    V = _checks.matrix(V, "V", (d, d))
+    sizes = [_checks.positive_int(n, "sizes") for n in np.atleast_1d(sizes)]
+    draws = np.broadcast_to(np.asarray(draws), (len(sizes),))
+    draws = [_checks.positive_int(r, "draws") for r in draws]
+    seed = list(np.atleast_1d(seed))
+    chol = np.linalg.cholesky(Sigma)
+    _, target = gaussian.softmax_rhs(alpha, Sigma, A, V)
+    cov_err, field_err = [], []
+    for k, (n, R) in enumerate(zip(sizes, draws, strict=True)):
+        c, f = np.empty(R), np.empty(R)
+        for r in range(R):
+            X = alpha + np.random.default_rng([*seed, k, r]).standard_normal((n, d)) @ chol.T
+            G = attention.softmax(X, A, V)
+            _, dSigma = gaussian.particle_moment_rates(X, G)
+            c[r] = np.sum((dSigma - target) ** 2)
+            f[r] = np.mean(np.sum((G - (alpha + X @ (Sigma @ A).T) @ V.T) ** 2, axis=1))
+        cov_err.append(c)
+        field_err.append(f)
+    return cov_err, field_err
+
+
+def local_rms_slopes(sizes, squared_errors, *, n_boot=400, seed=0):
+    r"""Local exponents of a root-mean-square error between consecutive sample sizes.
+
+    .. math::
+
+        p_k = \frac{\tfrac12\log(\overline{e}_{k+1}/\overline{e}_k)}{\log(n_{k+1}/n_k)},
+        \qquad \overline{e}_k = \frac1{R_k}\sum_r e_{kr},
+
+    with a bootstrap standard deviation (resampling the draws of each size independently).
+    Heavy-tailed squared errors make the bootstrap optimistic; use it as a lower bound on
+    the uncertainty. Returns ``(slopes, sds)``, arrays of length ``len(sizes) - 1``.
+    """
+    n = np.asarray(sizes, dtype=float)
+    if n.ndim != 1 or n.size < 2 or np.any(n <= 0) or np.any(np.diff(n) <= 0):
+        raise ValueError("sizes must be an increasing 1-D array of at least 2 positive sizes")
+    if len(squared_errors) != n.size:
+        raise ValueError("squared_errors must have one array of draws per size")
+    errs = [np.asarray(e, dtype=float) for e in squared_errors]
+    if any(e.ndim != 1 or e.size < 2 or not np.all(np.isfinite(e)) or np.any(e < 0)
+           for e in errs):
+        raise ValueError("squared_errors must hold finite, non-negative arrays of >= 2 draws")
+    gen = np.random.default_rng(seed)
+    log_n = np.log(n)
+
+    def slopes(mse):
+        return 0.5 * np.diff(np.log(mse)) / np.diff(log_n)
+
+    point = slopes(np.array([e.mean() for e in errs]))
+    boot = np.array([slopes(np.array([e[gen.integers(0, e.size, e.size)].mean() for e in errs]))
+                     for _ in range(n_boot)])
+    return point, boot.std(axis=0)

@@ -6,7 +6,13 @@ r"""Stability of the Transformer PDE in Wasserstein distance: a Grönwall rate a
   Carrillo and Peyré (2025);
 - :func:`flow_jacobian`: the Jacobian :math:`\partial X(t) / \partial X_0` of the particle
   flow, by the variational equation, whose top singular value is the worst-case
-  amplification of an infinitesimal perturbation in :math:`W_2`.
+  amplification of an infinitesimal perturbation in :math:`W_2`;
+- :func:`heads_growth_rate`, :func:`support_radius`: the growth rate of the support of
+  multi-head attention and the support radius of a trajectory;
+- :func:`cumulative_integral`, :func:`log_gronwall_constant`: :math:`\int_0^t g` by
+  Gauss-Legendre quadrature, and :math:`\log C_p(t)` with the a-priori radius;
+- :func:`l1_l2_norm`: the :math:`\ell^1(\ell^2)` operator norm of a flow Jacobian (the
+  worst-case amplification in :math:`W_1`).
 """
 
 import numpy as np
@@ -14,7 +20,8 @@ from scipy.integrate import solve_ivp
 
 from . import _checks, attention, lipschitz
 
-__all__ = ["gronwall_rate", "flow_jacobian"]
+__all__ = ["gronwall_rate", "flow_jacobian", "heads_growth_rate", "support_radius",
+           "cumulative_integral", "log_gronwall_constant", "l1_l2_norm"]
 
 
 def gronwall_rate(a, v, R, p):
@@ -128,3 +135,125 @@ def flow_jacobian(A, V, X0, times, *, rtol=1e-9, atol=1e-12):
     if not sol.success:
         raise RuntimeError(f"flow_jacobian: integration failed: {sol.message}")
     return sol.y[:nd].T.reshape(-1, n, d), sol.y[nd:].T.reshape(-1, nd, nd)
+
+
+def _half_circle(n_angles):
+    angles = np.linspace(0.0, np.pi, n_angles, endpoint=False)
+    return angles, np.stack([np.cos(angles), np.sin(angles)])
+
+
+def heads_growth_rate(Vs, n_angles=4096):
+    r"""Upper bound on :math:`\kappa = \max_{|u|=1} \sum_h |V_h^\top u|` (:math:`d = 2`).
+
+    The growth rate of the support radius of multi-head attention,
+    :math:`\frac{d}{dt}|x_i| \le R\,\kappa` with :math:`u = x_i/|x_i|` (derived in chapter 2 from
+    the support bound of Castin, Ablin, Carrillo and Peyré, 2025). Maximised over
+    ``n_angles`` directions of the half circle (:math:`u` and :math:`-u` give the same
+    value), plus the grid's worst-case gap: the function is :math:`(\sum_h\|V_h\|_2)`-Lipschitz
+    in the angle, so the value returned is :math:`\ge \kappa` and exceeds it by at most
+    :math:`\frac{\pi}{2\,n_{\text{angles}}}\sum_h \|V_h\|_2`.
+
+    Parameters
+    ----------
+    Vs : array (heads, 2, 2)
+    n_angles : int
+    """
+    Vs = _checks.stack(Vs, "Vs", cols=2)
+    if Vs.shape[1] != 2:
+        raise ValueError(f"Vs must have shape (heads, 2, 2), got {Vs.shape}")
+    n_angles = _checks.positive_int(n_angles, "n_angles")
+    angles, directions = _half_circle(n_angles)
+    values = np.linalg.norm(np.einsum("hij,ik->hjk", Vs, directions), axis=1).sum(axis=0)
+    lip = sum(np.linalg.norm(V, 2) for V in Vs)
+    return float(values.max() + lip * (np.pi / n_angles) / 2)
+
+
+def support_radius(trajectory):
+    r"""Support radius :math:`R(t) = \max_i |x_i(t)|` of a trajectory of shape ``(m, n, d)``."""
+    traj = np.asarray(trajectory, dtype=float)
+    if traj.ndim != 3 or not np.all(np.isfinite(traj)):
+        raise ValueError(f"trajectory must be a finite array (m, n, d), got shape {traj.shape}")
+    return np.linalg.norm(traj, axis=-1).max(axis=-1)
+
+
+_GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(10)
+
+
+def cumulative_integral(g, times):
+    r""":math:`\int_{t_0}^{t_k} g(s)\,ds` at every :math:`t_k` of ``times``.
+
+    10-point Gauss-Legendre quadrature on each interval :math:`[t_{k-1}, t_k]` (exact for
+    polynomials of degree 19). ``g`` is a scalar function of one time.
+    """
+    times = np.asarray(times, dtype=float)
+    if times.ndim != 1 or times.size < 2 or np.any(np.diff(times) <= 0):
+        raise ValueError("times must be a strictly increasing 1-D array of length >= 2")
+    a, b = times[:-1, None], times[1:, None]
+    nodes = (a + b) / 2 + (b - a) / 2 * _GL_NODES
+    values = np.array([[g(s) for s in row] for row in nodes])
+    return np.concatenate([[0.0], np.cumsum((values @ _GL_WEIGHTS) * (b - a)[:, 0] / 2)])
+
+
+def log_gronwall_constant(As, Vs, R0, times, p, *, refine=10):
+    r""":math:`\log C_p(t)` of the Grönwall constant at each of ``times``, a-priori radius.
+
+    .. math::
+
+        \log C_p(t) = \int_0^t \sum_h L_p\big(\|A_h(s)\|_2, \|V_h(s)\|_2, R(s)\big)\, ds,
+        \qquad R(s) = R_0 \exp\int_0^s r(\tau)\,d\tau,
+
+    with :math:`L_p` of :func:`gronwall_rate` (Dobrushin's coupling argument applied to the
+    Transformer PDE of Castin, Ablin, Carrillo and Peyré, 2025), :math:`r = \|V\|_2` for
+    one head and :math:`r = \kappa` (:func:`heads_growth_rate`) for several heads (the rates
+    of the heads add). Trapezoid rule on a grid ``refine`` times finer than ``times``.
+
+    Parameters
+    ----------
+    As, Vs : callables of t
+        Returning ``(d, d)`` matrices (one head) or ``(heads, d, d)`` stacks.
+    R0 : float
+        Initial support radius.
+    times : array (m,)
+        Increasing times, ``times[0] = 0`` for the constant from time 0.
+    p : float
+        Order of the Wasserstein distance.
+    """
+    R0 = _checks.positive_float(R0, "R0")
+    refine = _checks.positive_int(refine, "refine")
+    times = np.asarray(times, dtype=float)
+    if times.ndim != 1 or times.size < 2 or np.any(np.diff(times) <= 0):
+        raise ValueError("times must be a strictly increasing 1-D array of length >= 2")
+    heads = np.ndim(Vs(times[0])) == 3
+
+    def rate_of_support(t):
+        return heads_growth_rate(Vs(t)) if heads else float(np.linalg.norm(Vs(t), 2))
+
+    fine = np.linspace(times[0], times[-1], refine * (len(times) - 1) + 1)
+    R = R0 * np.exp(cumulative_integral(rate_of_support, fine))
+    rate = np.zeros_like(fine)
+    for k, t in enumerate(fine):
+        for A, V in zip(np.reshape(As(t), (-1,) + np.shape(As(t))[-2:]),
+                        np.reshape(Vs(t), (-1,) + np.shape(Vs(t))[-2:]), strict=True):
+            rate[k] += gronwall_rate(np.linalg.norm(A, 2), np.linalg.norm(V, 2), R[k], p)
+    log_C = np.concatenate([[0.0], np.cumsum((rate[1:] + rate[:-1]) / 2 * np.diff(fine))])
+    return log_C[::refine]
+
+
+def l1_l2_norm(J, n, d=2, n_angles=4096):
+    r"""The :math:`\ell^1(\ell^2)` operator norm :math:`\max_j\max_{|u|=1}\sum_i |J_{ij}u|`.
+
+    ``J`` is an ``(n d, n d)`` flow Jacobian with ``(d, d)`` blocks :math:`J_{ij}`. For
+    infinitesimal perturbations of ``n`` distinct atoms of equal weights, it is the supremum
+    of :math:`W_1(\mu(t), \nu(t)) / W_1(\mu_0, \nu_0)` (a single-atom perturbation is
+    extremal, by convexity). :math:`d = 2`: the inner maximum is taken over ``n_angles``
+    directions of the half circle, so the value is a lower bound, within a relative
+    :math:`\pi / (2 n_{\text{angles}})` of the norm.
+    """
+    n = _checks.positive_int(n, "n")
+    if d != 2:
+        raise ValueError(f"d must be 2, got {d!r}")
+    J = _checks.matrix(J, "J", (n * d, n * d))
+    _, directions = _half_circle(_checks.positive_int(n_angles, "n_angles"))
+    blocks = J.reshape(n, d, n, d)
+    images = np.einsum("iajb,bk->jika", blocks, directions)
+    return float(np.linalg.norm(images, axis=-1).sum(axis=1).max())

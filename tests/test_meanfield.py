@@ -1,0 +1,171 @@
+"""Tests of the mean-field rate tools of transformer_pde.meanfield (chapter 2)."""
+
+import numpy as np
+import pytest
+from scipy import integrate, special
+from transformer_pde import attention, meanfield
+
+ALPHA = np.array([0.5, -0.3])
+SIGMA = np.array([[0.5, 0.2], [0.2, 0.3]])
+
+
+def _gauss(m, s2):
+    return lambda x: np.exp(-((x - m) ** 2) / (2 * s2)) / np.sqrt(2 * np.pi * s2)
+
+
+@pytest.mark.parametrize("a, m, s2", [(0.4, 0.3, 1.2), (-1.0, -0.2, 0.6), (1.2, 0.1, 0.5)])
+def test_normalised_weight_second_moment_one_dimension(a, m, s2):
+    # d = 1, rho = |a| s2 < 1/sqrt(2): E_{x,y} w(x, y)^2 with the weight built from its
+    # definition, w = exp(a x y) / E_y exp(a x y), E_y exp(a x y) = exp(a x m + a^2 x^2 s2 / 2),
+    # by two-dimensional quadrature.
+    p = _gauss(m, s2)
+    s = np.sqrt(s2)
+
+    def integrand(y, x):
+        w = np.exp(a * x * y - a * x * m - 0.5 * a**2 * x**2 * s2)
+        return w**2 * p(x) * p(y)
+
+    ref, _ = integrate.dblquad(integrand, m - 16 * s, m + 16 * s, m - 16 * s, m + 16 * s,
+                               epsabs=0, epsrel=1e-10)
+    assert meanfield.normalised_weight_second_moment([[a]], [m], [[s2]]) == pytest.approx(
+        ref, rel=1e-7)
+
+
+def test_normalised_weight_second_moment_threshold_and_monte_carlo():
+    S_inv = np.linalg.inv(SIGMA)
+    assert np.isfinite(meanfield.normalised_weight_second_moment(0.7 * S_inv, ALPHA, SIGMA))
+    assert meanfield.normalised_weight_second_moment(0.71 * S_inv, ALPHA, SIGMA) == np.inf
+    # Monte Carlo over x of E_y w^2 = exp(x^T A^T Sigma A x) (finite variance for rho < 1/2):
+    # within 5 standard errors.
+    A = np.array([[0.4, -0.3], [0.2, 0.5]])
+    rng = np.random.default_rng(3)
+    x = ALPHA + rng.standard_normal((400_000, 2)) @ np.linalg.cholesky(SIGMA).T
+    vals = np.exp(np.einsum("ni,ij,nj->n", x, A.T @ SIGMA @ A, x))
+    got = meanfield.normalised_weight_second_moment(A, ALPHA, SIGMA)
+    assert abs(got - vals.mean()) < 5 * vals.std() / np.sqrt(vals.size)
+
+
+@pytest.mark.parametrize("a, s2", [(0.5, 1.0), (1.5, 0.6), (-1.8, 0.5)])
+def test_key_projection_second_moment_one_dimension(a, s2):
+    # d = 1, m = 0 (the mean does not enter): bar w(y) = E_x w(x, y) by quadrature over x,
+    # then E_y bar w(y)^2 by quadrature over y.
+    p = _gauss(0.0, s2)
+    s = np.sqrt(s2)
+
+    def bar_w(y):
+        f = lambda x: np.exp(a * x * y - 0.5 * a**2 * x**2 * s2) * p(x)  # noqa: E731
+        centre = a * s2 * y / (1 + a**2 * s2**2)  # mean of the tilted x
+        return integrate.quad(f, centre - 20 * s, centre + 20 * s, epsabs=0, epsrel=1e-12,
+                              limit=200)[0]
+
+    # |y| <= 25 s: beyond, the integrand is below e^-33 of its peak (rho <= 0.9)
+    ref, _ = integrate.quad(lambda y: bar_w(y) ** 2 * p(y), -25 * s, 25 * s, epsabs=0,
+                            epsrel=1e-10, limit=400)
+    assert meanfield.key_projection_second_moment([[a]], [0.3], [[s2]]) == pytest.approx(
+        ref, rel=1e-7)
+
+
+def test_key_projection_threshold():
+    S_inv = np.linalg.inv(SIGMA)
+    assert np.isfinite(meanfield.key_projection_second_moment(0.99 * S_inv, ALPHA, SIGMA))
+    assert meanfield.key_projection_second_moment(1.0 * S_inv, ALPHA, SIGMA) == np.inf
+    assert meanfield.key_projection_second_moment(np.zeros((2, 2)), ALPHA, SIGMA) == 1.0
+
+
+def test_tail_exponent_thresholds():
+    gw, _, _ = meanfield.weight_tail_exponents(1 / np.sqrt(2))
+    _, gk, _ = meanfield.weight_tail_exponents(1.0)
+    _, _, ge = meanfield.weight_tail_exponents(0.5)
+    assert (gw, gk, ge) == pytest.approx((2.0, 2.0, 2.0), rel=1e-12)
+    arr = meanfield.weight_tail_exponents(np.array([0.5, 1.0]))
+    assert arr[0].shape == (2,)
+    with pytest.raises(ValueError, match="rho"):
+        meanfield.weight_tail_exponents(0.0)
+
+
+@pytest.mark.parametrize("rho", [0.6, 1.0])
+def test_pair_weight_tail_exponent_against_quadrature(rho):
+    # Independent reference: for B = rho I in d = 2, log w = rho r Z - rho^2 r^2 / 2 with
+    # r^2 ~ chi^2_2 (density e^{-s/2}/2) and Z standard Gaussian, so
+    # P(log w > L) = int Phi_bar((L + rho^2 s / 2) / (rho sqrt(s))) e^{-s/2}/2 ds.
+    # The slope of log P against L tends to -gamma_w, with an O(log L / L) correction.
+    def log_tail(L):
+        def h(s):  # log of the integrand
+            return special.log_ndtr(-(L + 0.5 * rho**2 * s) / (rho * np.sqrt(s))) - s / 2
+
+        grid = np.linspace(1e-6, 20 * L, 200_001)
+        peak = grid[np.argmax(h(grid))]
+        top = h(peak)
+        val, _ = integrate.quad(lambda s: np.exp(h(s) - top), 1e-9, 20 * L, points=[peak],
+                                limit=400, epsabs=0, epsrel=1e-10)
+        return top + np.log(val / 2)
+
+    L1, L2 = 400.0, 800.0
+    slope = (log_tail(L2) - log_tail(L1)) / (L2 - L1)
+    assert -slope == pytest.approx(meanfield.weight_tail_exponents(rho)[0], abs=0.01)
+
+
+def _loop_rate(X, A, V):
+    # softmax by loops, and dSigma by central differences of the biased covariance
+    n = len(X)
+    G = np.empty_like(X)
+    for i in range(n):
+        w = np.array([np.exp(A @ X[i] @ X[j]) for j in range(n)])
+        G[i] = V @ (w @ X) / w.sum()
+    h = 1e-6
+    cov = lambda Y: np.cov(Y.T, bias=True)  # noqa: E731
+    return (cov(X + h * G) - cov(X - h * G)) / (2 * h)
+
+
+def test_meanfield_errors_against_loops():
+    A = np.array([[0.7, 0.2], [-0.3, 0.5]])
+    V = np.array([[0.2, -1.0], [0.8, 0.1]])
+    errs, field = meanfield.meanfield_errors(A, V, ALPHA, SIGMA, [7, 12], [2, 1], seed=[5])
+    assert [e.shape for e in errs] == [(2,), (1,)]
+    target = V @ SIGMA @ A @ SIGMA
+    target = target + target.T
+    for k, (n, e) in enumerate(zip([7, 12], errs, strict=True)):
+        for r in range(e.size):
+            X = ALPHA + np.random.default_rng([5, k, r]).standard_normal((n, 2)) \
+                @ np.linalg.cholesky(SIGMA).T
+            ref = np.sum((_loop_rate(X, A, V) - target) ** 2)
+            assert e[r] == pytest.approx(ref, rel=1e-6)
+            G = attention.softmax(X, A, V)
+            ref_field = np.mean([np.sum((G[i] - V @ (ALPHA + SIGMA @ A @ X[i])) ** 2)
+                                 for i in range(n)])
+            assert field[k][r] == pytest.approx(ref_field, rel=1e-12)
+
+
+def test_meanfield_errors_zero_interaction():
+    # A = 0: every token moves with V xbar, the empirical covariance does not move, and the
+    # mean-field rate is V Sigma 0 Sigma + ... = 0.
+    errs, _ = meanfield.meanfield_errors(np.zeros((2, 2)), np.eye(2), ALPHA, SIGMA, [50], 3,
+                                         seed=1)
+    assert np.all(errs[0] < 1e-28)
+
+
+def test_local_rms_slopes():
+    rng = np.random.default_rng(0)
+    z = rng.exponential(size=200)
+    sizes = [10, 40, 160]
+    errs = [z / n for n in sizes]  # the same draws rescaled: RMS exactly n^-1/2
+    slopes, sds = meanfield.local_rms_slopes(sizes, errs)
+    assert slopes == pytest.approx([-0.5, -0.5], abs=1e-12)
+    assert np.all(sds > 0)
+    with pytest.raises(ValueError, match="sizes"):
+        meanfield.local_rms_slopes([10, 5], errs[:2])
+    with pytest.raises(ValueError, match="squared_errors"):
+        meanfield.local_rms_slopes(sizes, errs[:2])
+    with pytest.raises(ValueError, match="squared_errors"):
+        meanfield.local_rms_slopes(sizes[:2], [np.array([1.0]), np.array([1.0, 2.0])])
+
+
+def test_bad_inputs():
+    with pytest.raises(ValueError, match="Sigma"):
+        meanfield.normalised_weight_second_moment(np.eye(2), ALPHA, -SIGMA)
+    with pytest.raises(ValueError, match="A"):
+        meanfield.key_projection_second_moment(np.eye(3), ALPHA, SIGMA)
+    with pytest.raises(ValueError, match="sizes"):
+        meanfield.meanfield_errors(np.eye(2), np.eye(2), ALPHA, SIGMA, [0], 2, seed=0)
+    with pytest.raises(ValueError, match="draws"):
+        meanfield.meanfield_errors(np.eye(2), np.eye(2), ALPHA, SIGMA, [5], 0, seed=0)
