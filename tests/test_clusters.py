@@ -283,3 +283,18 @@ def test_frozen_attention_bad_inputs(kwargs, name):
     args.update(kwargs)
     with pytest.raises(ValueError, match=name):
         clusters.integrate_frozen_attention(args.pop("Z0"), args.pop("times"), **args)
+
+
+def test_hull_polygon_is_closed_counter_clockwise_and_handles_flat_sets():
+    P = np.array([[0.5, 0.5], [1, 1], [0, 0], [1, 0], [0, 1], [0.5, 0.0]], dtype=float)
+    poly = clusters.hull_polygon(P)
+    np.testing.assert_array_equal(poly[0], poly[-1])
+    np.testing.assert_array_equal(poly[:-1], [[0, 0], [1, 0], [1, 1], [0, 1]])
+    # shoelace formula: positive area means counter-clockwise
+    x, y = poly[:, 0], poly[:, 1]
+    assert 0.5 * np.sum(x[:-1] * y[1:] - x[1:] * y[:-1]) == pytest.approx(1.0)
+    np.testing.assert_array_equal(clusters.hull_polygon([[0, 0], [2, 2], [1, 1]]),
+                                  [[0, 0], [2, 2], [0, 0]])
+    np.testing.assert_array_equal(clusters.hull_polygon([[3.0, 4.0]]), [[3, 4], [3, 4]])
+    with pytest.raises(ValueError, match="points"):
+        clusters.hull_polygon(np.zeros((3, 3)))

@@ -22,6 +22,7 @@ from .dynamics import _exponential
 __all__ = [
     "group",
     "polytope_vertices",
+    "hull_polygon",
     "affine_frame",
     "hull_volume",
     "in_hull",
@@ -137,6 +138,24 @@ def polytope_vertices(points, *, rtol=1e-10):
         return np.sort(first[[int(np.argmin(Y[:, 0])), int(np.argmax(Y[:, 0]))]])
     hull = ConvexHull(Y)
     return np.sort(first[hull.vertices])
+
+
+def hull_polygon(points, *, rtol=1e-10):
+    r"""The boundary of the convex hull of planar points, as a closed polygon.
+
+    Returns the vertices of :math:`\operatorname{conv}\{p_i\}` (see
+    :func:`polytope_vertices`) in counter-clockwise order with the first repeated at the
+    end, shape ``(k + 1, 2)``; for collinear points the two ends of the segment, for a
+    single point that point (twice). Ready for ``ax.plot(*hull_polygon(P).T)``.
+    """
+    P = _checks.points(points, "points")
+    if P.shape[1] != 2:
+        raise ValueError(f"points must be planar, of shape (n, 2), got {P.shape}")
+    V = P[polytope_vertices(P, rtol=rtol)]
+    if len(V) > 2:
+        c = V.mean(axis=0)
+        V = V[np.argsort(np.arctan2(V[:, 1] - c[1], V[:, 0] - c[0]))]
+    return np.vstack([V, V[:1]])
 
 
 def hull_volume(points, *, rtol=1e-10):
