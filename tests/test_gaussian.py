@@ -438,3 +438,106 @@ def test_rms_error_rate_bad_input():
         G.rms_error_rate([1, 2, 3], np.ones((3, 1)))
     with pytest.raises(ValueError, match="non-negative"):
         G.rms_error_rate([1, 2, 3], -e)
+
+
+# --------------------------------------------------------------------------------------
+# helpers of the chapter
+# --------------------------------------------------------------------------------------
+
+def test_moment_vector_and_weighted_particle_rates_against_loops():
+    rng = np.random.default_rng(11)
+    n, d = 7, 3
+    X, v = rng.normal(size=(n, d)), rng.normal(size=(n, d))
+    w = rng.random(n)
+    w /= w.sum()
+    da, dS = G.particle_moment_rates(X, v, weights=w)
+    mean = sum(w[i] * X[i] for i in range(n))
+    ref = sum(w[i] * (np.outer(X[i] - mean, v[i]) + np.outer(v[i], X[i] - mean))
+              for i in range(n))
+    np.testing.assert_allclose(da, sum(w[i] * v[i] for i in range(n)), atol=1e-14)
+    np.testing.assert_allclose(dS, ref, atol=1e-13)
+    vec = G.moment_vector(da, dS)
+    assert vec.shape == (d + d * (d + 1) // 2,)
+    assert list(vec[d:]) == [dS[i, j] for i in range(d) for j in range(i, d)]
+    with pytest.raises(ValueError, match="weights"):
+        G.particle_moment_rates(X, v, weights=np.ones(n))
+
+
+def test_particle_moment_samples_and_relative_errors():
+    rng, alpha, Sigma, Q, K, V = _problem(12)
+    A = K.T @ Q
+    exact = G.moment_vector(*G.softmax_rhs(alpha, Sigma, A, V))
+    est = G.particle_moment_samples(lambda X: attention.softmax(X, A, V), alpha, Sigma,
+                                    [200, 800], 6, rng)
+    assert est.shape == (2, 6, 5)
+    e = G.relative_squared_errors(est, exact)
+    np.testing.assert_allclose(e, ((est - exact) ** 2).sum(axis=2) / (exact @ exact))
+    # the Monte Carlo error shrinks with n (by 2 on average from 200 to 800)
+    assert e[1].mean() < e[0].mean()
+    with pytest.raises(ValueError, match="target"):
+        G.relative_squared_errors(est, exact[:3])
+    with pytest.raises(ValueError, match="velocity"):
+        G.particle_moment_samples(None, alpha, Sigma, [10], 2, rng)
+
+
+def test_cone_coordinates_round_trip_and_psd_cone():
+    rng = np.random.default_rng(13)
+    for _ in range(20):
+        u, w, v = rng.normal(size=3)
+        S = G.covariance_from_cone(u, w, v)
+        np.testing.assert_allclose(G.cone_coordinates(S), [u, w, v], atol=1e-14)
+        psd = np.linalg.eigvalsh(S)[0] >= -1e-14
+        assert psd == (v >= np.hypot(u, w) - 1e-14)
+    assert G.cone_coordinates(np.zeros((4, 2, 2))).shape == (4, 3)
+    with pytest.raises(ValueError, match="2, 2"):
+        G.cone_coordinates(np.eye(3))
+
+
+def test_softmax_lyapunov_derivative_matches_formula():
+    rng = np.random.default_rng(14)
+    d = 3
+    Sigma = _spd(rng, d)
+    Q = rng.normal(size=(1, d))
+    P = Q.T @ Q
+    W = rng.normal(size=(d, d))
+    V = W.T @ W + 0.1 * np.eye(d)
+    dS = G.softmax_rhs(np.zeros(d), Sigma, -P, V)[1]
+    h = 1e-6
+    fd = (G.softmax_lyapunov(Sigma + h * dS, V) - G.softmax_lyapunov(Sigma - h * dS, V)) / (2 * h)
+    R = G.psd_sqrt(P)
+    assert fd == pytest.approx(-2 * np.linalg.norm(R @ Sigma) ** 2, rel=1e-6)
+    with pytest.raises(ValueError, match="symmetric"):
+        G.softmax_lyapunov(Sigma, V + np.triu(np.ones((d, d)), 1))
+    with pytest.raises(ValueError, match="positive definite"):
+        G.softmax_lyapunov(Sigma, -V)
+
+
+def test_l2_growth_rate_bound_holds_along_random_runs():
+    rng = np.random.default_rng(15)
+    for _ in range(5):
+        Q, K, V = (rng.normal(size=(2, 2)) for _ in range(3))
+        S0 = _spd(rng, 2)
+        c = G.l2_growth_rate_bound(Q, K, V)
+        # |M|_2 <= c at random states
+        for _ in range(5):
+            M = G.l2_field(np.zeros(2), _spd(rng, 2, scale=3.0), Q, K, V)[0]
+            assert np.linalg.norm(M, 2) <= c * (1 + 1e-12)
+        times = np.linspace(0, 3, 31)
+        run = G.integrate_moments(G.l2_rhs, np.zeros(2), S0, times, args=(Q, K, V))
+        tr = np.trace(run.Sigma, axis1=1, axis2=2)
+        assert np.all(np.log(tr) <= np.log(np.trace(S0)) + 2 * c * run.times + 1e-8)
+    with pytest.raises(ValueError, match="invertible"):
+        G.l2_growth_rate_bound(np.eye(2), np.diag([1.0, 0.0]), np.eye(2))
+    with pytest.raises(ValueError, match="square"):
+        G.l2_growth_rate_bound(np.ones((1, 2)), np.ones((1, 2)), np.eye(2))
+
+
+def test_clustering_rank_draws_identity_gives_ceil_half_d():
+    draws = G.clustering_rank_draws(3, 3, np.random.default_rng(16))
+    for draw in draws:
+        assert draw.run.status == "converged"
+        assert draw.run.rank == 2
+        np.testing.assert_allclose(draw.V, np.eye(3))
+        assert np.linalg.matrix_rank(draw.P) == 1
+    with pytest.raises(ValueError, match="V must be"):
+        G.clustering_rank_draws(3, 1, np.random.default_rng(0), V="other")

@@ -62,6 +62,15 @@ __all__ = [
     "rms_error_rate",
     "psd_sqrt",
     "integrate_moments",
+    "moment_vector",
+    "particle_moment_samples",
+    "relative_squared_errors",
+    "cone_coordinates",
+    "covariance_from_cone",
+    "softmax_lyapunov",
+    "l2_growth_rate_bound",
+    "ClusteringDraw",
+    "clustering_rank_draws",
     "SYMMETRY_TOL",
     "PSD_TOL",
 ]
@@ -121,26 +130,30 @@ def numerical_rank(Sigma, rel_tol=1e-3):
     return int(np.sum(lam > rel_tol * lam[-1]))
 
 
-def particle_moment_rates(X, velocities):
+def particle_moment_rates(X, velocities, *, weights=None):
     r"""Empirical rates of the mean and covariance of particles ``X`` moving with ``velocities``.
 
     .. math::
 
-        \dot{\hat\alpha} = \frac1n\sum_i v_i, \qquad
-        \dot{\hat\Sigma} = \frac1n\sum_i \big((x_i - \hat\alpha)v_i^\top
+        \dot{\hat\alpha} = \sum_i w_i v_i, \qquad
+        \dot{\hat\Sigma} = \sum_i w_i\big((x_i - \hat\alpha)v_i^\top
                                           + v_i(x_i - \hat\alpha)^\top\big),
+        \qquad \hat\alpha = \sum_i w_i x_i,
 
-    the exact time derivatives of the empirical mean and (biased) covariance of the particle
-    system :math:`\dot x_i = v_i`. Used to check the moment ODEs against particles.
+    the exact time derivatives of the mean and covariance of the weighted empirical measure
+    :math:`\sum_i w_i\delta_{x_i}` (default :math:`w_i = 1/n`) moved by
+    :math:`\dot x_i = v_i`. Used to check the moment ODEs of Castin et al. (2025) against
+    particles (uniform weights) or against a quadrature rule (weights of the rule).
     Returns ``(dalpha, dSigma)``.
     """
     X = _checks.points(X, "X")
     v = _checks.points(velocities, "velocities")
     if v.shape != X.shape:
         raise ValueError(f"velocities must have the shape of X {X.shape}, got {v.shape}")
-    Xc = X - X.mean(axis=0)
-    C = Xc.T @ v / X.shape[0]
-    return v.mean(axis=0), C + C.T
+    w = _checks.weights(weights, X.shape[0])
+    Xc = X - w @ X
+    C = (Xc * w[:, None]).T @ v
+    return w @ v, C + C.T
 
 
 def replicate_z_scores(samples, target):
@@ -838,3 +851,199 @@ def integrate_moments(rhs, alpha0, Sigma0, times, *, args=(), formulation="auto"
     if status == "finished":
         t_stop = float(t[-1])
     return result(times_out, ys, status, t_stop, message)
+
+
+# --------------------------------------------------------------------------------------
+# helpers of the chapter "Gaussian initial data": particles, the cone picture, clustering
+# --------------------------------------------------------------------------------------
+
+def moment_vector(dalpha, dSigma):
+    r"""Stack :math:`(\dot\alpha, \dot\Sigma)` into one vector: :math:`\dot\alpha` then the
+    upper triangle of :math:`\dot\Sigma` (row by row), of length :math:`d + d(d+1)/2`.
+
+    The independent entries of a moment rate, compared component by component with a
+    :math:`z`-test (:func:`replicate_z_scores`) in the chapter on Castin et al. (2025).
+    """
+    a = np.asarray(dalpha, dtype=np.float64)
+    if a.ndim != 1:
+        raise ValueError(f"dalpha must be a 1-D array of shape (d,), got shape {a.shape}")
+    S = _square(dSigma, "dSigma", a.size)
+    return np.concatenate([a, S[np.triu_indices(a.size)]])
+
+
+def particle_moment_samples(velocity, alpha, Sigma, ns, reps, rng):
+    r"""Independent particle estimates of the moment rates at several sample sizes.
+
+    For each :math:`n` in ``ns`` and each of ``reps`` replicates, draw
+    :math:`x_1, \dots, x_n \sim \mathcal N(\alpha, \Sigma)`, evaluate ``velocity(X)`` (the
+    attention of the empirical measure at its atoms, ``(n, d)``) and store
+    :func:`moment_vector` of :func:`particle_moment_rates`. Returns an array of shape
+    ``(len(ns), reps, d + d(d+1)/2)``, the input of :func:`replicate_z_scores` (one row of
+    sample sizes) and of :func:`rms_error_rate` (through :func:`relative_squared_errors`).
+    Castin et al. (2025): the particle rates converge to the moment ODEs as :math:`n\to\infty`.
+    """
+    if not callable(velocity):
+        raise ValueError("velocity must be callable as velocity(X) -> (n, d) velocities")
+    alpha, Sigma = _check_moments(alpha, Sigma)
+    ns = [_checks.positive_int(n, "ns") for n in np.atleast_1d(ns)]
+    reps = _checks.positive_int(reps, "reps")
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError("rng must be a numpy.random.Generator")
+    d = alpha.size
+    out = np.empty((len(ns), reps, d + d * (d + 1) // 2))
+    for i, n in enumerate(ns):
+        for r in range(reps):
+            X = rng.multivariate_normal(alpha, Sigma, size=n)
+            out[i, r] = moment_vector(*particle_moment_rates(X, velocity(X)))
+    return out
+
+
+def relative_squared_errors(samples, target):
+    r"""Squared relative errors :math:`|s - t|^2 / |t|^2` of estimates ``samples`` ``(..., m)``.
+
+    Returns an array of shape ``samples.shape[:-1]``; with ``samples`` from
+    :func:`particle_moment_samples` it is the ``squared_errors`` input of
+    :func:`rms_error_rate`.
+    """
+    s = np.asarray(samples, dtype=np.float64)
+    t = np.asarray(target, dtype=np.float64)
+    if t.ndim != 1 or s.ndim < 1 or s.shape[-1] != t.size:
+        raise ValueError(f"target must have shape (m,) with m = samples.shape[-1], "
+                         f"got {t.shape} and {s.shape}")
+    scale = float(t @ t)
+    if not np.isfinite(scale) or scale == 0:
+        raise ValueError("target must be finite and non-zero")
+    return ((s - t) ** 2).sum(axis=-1) / scale
+
+
+def cone_coordinates(Sigma):
+    r"""The point :math:`(a - b,\ 2c,\ a + b)` of a :math:`2\times 2` covariance
+    :math:`\left[\begin{smallmatrix} a & c\\ c & b\end{smallmatrix}\right]`.
+
+    The authors of Castin et al. (2025) draw :math:`d = 2` covariance trajectories this way:
+    :math:`\Sigma \succeq 0` iff :math:`a + b \ge \sqrt{(a - b)^2 + 4c^2}`, so the cone of
+    covariance matrices is the Lorentz cone and rank-one matrices are its surface. ``Sigma``
+    has shape ``(..., 2, 2)``; returns ``(..., 3)``.
+    """
+    S = np.asarray(Sigma, dtype=np.float64)
+    if S.ndim < 2 or S.shape[-2:] != (2, 2):
+        raise ValueError(f"Sigma must have shape (..., 2, 2), got {S.shape}")
+    return np.stack([S[..., 0, 0] - S[..., 1, 1], S[..., 0, 1] + S[..., 1, 0],
+                     S[..., 0, 0] + S[..., 1, 1]], axis=-1)
+
+
+def covariance_from_cone(u, w, v):
+    r"""Inverse of :func:`cone_coordinates`: the symmetric matrix
+    :math:`\tfrac12\left[\begin{smallmatrix} v + u & w\\ w & v - u\end{smallmatrix}\right]`
+    (positive semi-definite iff :math:`v \ge \sqrt{u^2 + w^2}`)."""
+    u, w, v = (float(z) for z in (u, w, v))
+    if not np.all(np.isfinite([u, w, v])):
+        raise ValueError("u, w, v must be finite")
+    return np.array([[(v + u) / 2, w / 2], [w / 2, (v - u) / 2]])
+
+
+def softmax_lyapunov(Sigma, V):
+    r"""The Lyapunov function :math:`\operatorname{tr}(V^{-1}\Sigma)` of softmax attention.
+
+    For :math:`V` symmetric positive definite and :math:`A_s = \tfrac12(A + A^\top) = -P
+    \preceq 0`, along :math:`\dot\Sigma = V\Sigma A\Sigma + \Sigma A^\top\Sigma V`,
+
+    .. math::
+
+        \frac{d}{dt}\operatorname{tr}(V^{-1}\Sigma) = 2\operatorname{tr}(\Sigma A_s\Sigma)
+        = -2\|P^{1/2}\Sigma\|_F^2 \le 0
+
+    (derived in the chapter "Gaussian initial data" on the ODE of Castin et al., 2025; the
+    first equality uses :math:`V^\top = V`). ``Sigma`` has shape ``(..., d, d)``; returns
+    shape ``Sigma.shape[:-2]``. ``ValueError`` unless ``V`` is symmetric positive definite.
+    """
+    S = np.asarray(Sigma, dtype=np.float64)
+    if S.ndim < 2 or S.shape[-1] != S.shape[-2]:
+        raise ValueError(f"Sigma must have shape (..., d, d), got {S.shape}")
+    d = S.shape[-1]
+    V = _square(V, "V", d)
+    if np.linalg.norm(V - V.T) > SYMMETRY_TOL * np.linalg.norm(V):
+        raise ValueError("V must be symmetric (the Lyapunov identity needs V = V^T)")
+    lam = np.linalg.eigvalsh(V)
+    if lam[0] <= 0:
+        raise ValueError(f"V must be positive definite, got smallest eigenvalue {lam[0]:.3g}")
+    return np.einsum("ij,...ji->...", np.linalg.inv(V), S)
+
+
+def l2_growth_rate_bound(Q, K, V):
+    r"""A rate :math:`c` with :math:`\operatorname{tr}\Sigma(t) \le e^{2ct}\operatorname{tr}
+    \Sigma_0` for L2 attention, :math:`K` square and invertible.
+
+    .. math::
+
+        c = \frac{\|V\|_2\,\|K^\top Q\|_2}{\sigma_{\min}(K)^2}.
+
+    The L2 field is affine with :math:`M = 2VP^{-1}A`, :math:`P = \Sigma^{-1} + 2K^\top K
+    \succeq 2K^\top K`, so :math:`\|M\|_2 \le c` whatever :math:`\Sigma`, and
+    :math:`\frac{d}{dt}\operatorname{tr}\Sigma = 2\operatorname{tr}(M\Sigma) \le
+    2c\operatorname{tr}\Sigma`: no finite-time blow-up, the global existence stated on the
+    poster of Castin et al. (2025) (derived here for invertible :math:`K`).
+    """
+    Q = _checks.matrix(Q, "Q")
+    d = Q.shape[1]
+    Q, K = _checks.query_key(Q, K, d)
+    if K.shape != (d, d):
+        raise ValueError(f"K must be square (d, d) = ({d}, {d}) for this bound, got {K.shape}")
+    V = _square(V, "V", d)
+    s_min = np.linalg.svd(K, compute_uv=False)[-1]
+    if s_min <= 1e-12 * max(np.linalg.norm(K, 2), 1e-300):
+        raise ValueError("K must be invertible for this bound")
+    return float(np.linalg.norm(V, 2) * np.linalg.norm(K.T @ Q, 2) / s_min**2)
+
+
+@dataclass(frozen=True)
+class ClusteringDraw:
+    """One random draw of :func:`clustering_rank_draws`: the run, ``P = Q^T Q`` and ``V``."""
+
+    run: MomentTrajectory
+    P: np.ndarray
+    V: np.ndarray
+
+
+def clustering_rank_draws(d, n_draws, rng, *, V="identity", times=None, conv_tol=1e-6,
+                          rank_tol=1e-6, rtol=1e-7, atol=1e-12):
+    r"""The limiting-rank experiment of Castin et al. (2025) for softmax attention, K = -Q.
+
+    Each draw: :math:`Q \in \mathbb R^{\lfloor d/2\rfloor\times d}` and :math:`W` with standard
+    Gaussian entries, :math:`A = -Q^\top Q` (so :math:`A_s = -P`, :math:`P = Q^\top Q` of rank
+    :math:`\lfloor d/2\rfloor` almost surely), :math:`\Sigma_0 = WW^\top`, :math:`\alpha_0 = 0`
+    and :math:`V = I` (``V="identity"``) or :math:`V = W'^\top W'` with :math:`W'` Gaussian
+    (``V="random"``, symmetric positive definite almost surely). Integrates
+    :math:`\dot\Sigma = V\Sigma A\Sigma + \Sigma A^\top\Sigma V` with :func:`integrate_moments`
+    (LSODA) up to ``times[-1]`` (default :math:`10^8`, 25 geometric output times).
+
+    ``rank_tol`` (default equal to ``conv_tol``): when the stopping rule
+    :math:`(1 + t)\|\dot\Sigma\|_F \le \text{conv\_tol}\,\|\Sigma\|_F` fires, an eigenvalue
+    decaying like :math:`1/t` contributes about its own size to the left-hand side, so the
+    collapsing eigenvalues are then at most about ``conv_tol`` times :math:`\|\Sigma\|_F`;
+    they are not counted even when two of them are so close that their decay over the last
+    decade (``MomentTrajectory.log_rates``) cannot be read off the sorted eigenvalues.
+    Returns a list of :class:`ClusteringDraw`.
+    """
+    d = _checks.positive_int(d, "d")
+    if d < 2:
+        raise ValueError("d must be at least 2 (Q has floor(d/2) >= 1 rows)")
+    n_draws = _checks.positive_int(n_draws, "n_draws")
+    if V not in ("identity", "random"):
+        raise ValueError(f"V must be 'identity' or 'random', got {V!r}")
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError("rng must be a numpy.random.Generator")
+    if times is None:
+        times = np.concatenate([[0.0], np.geomspace(1e-2, 1e8, 25)])
+    draws = []
+    for _ in range(n_draws):
+        Q = rng.normal(size=(d // 2, d))
+        W = rng.normal(size=(d, d))
+        Wv = rng.normal(size=(d, d))
+        Vd = np.eye(d) if V == "identity" else Wv.T @ Wv
+        P = Q.T @ Q
+        run = integrate_moments(softmax_rhs, np.zeros(d), W @ W.T, times, args=(-P, Vd),
+                                method="LSODA", rtol=rtol, atol=atol, conv_tol=conv_tol,
+                                rank_tol=rank_tol)
+        draws.append(ClusteringDraw(run, P, Vd))
+    return draws
