@@ -195,3 +195,123 @@ def test_embeddings_are_per_token_but_layers_mix_tokens(model, run):
     short = pt.forward(model, ids[:5], n_layers=1)
     np.testing.assert_allclose(short.hidden[0], fp.hidden[0][:5], rtol=0, atol=1e-13)
     assert np.max(np.abs(short.hidden[1] - fp.hidden[1][:5])) > 1e-3
+
+
+# ---------------------------------------------------------------------------------------
+# real text: sample_sequences, attention_lipschitz, attention_released_estimator
+# ---------------------------------------------------------------------------------------
+
+def test_sample_sequences_cuts_consecutive_blocks_and_wraps():
+    ids = np.arange(100)
+    seqs = pt.sample_sequences(ids, [2, 5, 10, 9], 4)
+    assert [s.shape for s in seqs] == [(4, 2), (4, 5), (4, 10), (4, 9)]
+    # loop reference: a cursor that restarts at 0 when a length's blocks do not fit
+    cur, ref = 0, []
+    for n in (2, 5, 10, 9):
+        if cur + 4 * n > 100:
+            cur = 0
+        ref.append([list(range(cur + j * n, cur + (j + 1) * n)) for j in range(4)])
+        cur += 4 * n
+    for s, r in zip(seqs, ref, strict=True):
+        np.testing.assert_array_equal(s, r)
+        assert len(set(s.ravel())) == s.size  # one length: disjoint sequences
+    # 8 + 20 + 40 = 68 tokens used, 4 blocks of 9 do not fit in the last 32: wrap to 0
+    np.testing.assert_array_equal(seqs[3][0], np.arange(9))
+
+
+@pytest.mark.parametrize(("args", "name"), [
+    ((np.arange(10), [2], 0), "count"),
+    ((np.arange(10), [0], 2), "lengths"),
+    ((np.arange(10), [6], 2), "lengths"),
+    ((np.arange(10.0), [2], 2), "ids"),
+    ((np.zeros((2, 5), dtype=int), [2], 2), "ids"),
+])
+def test_sample_sequences_bad_inputs(args, name):
+    with pytest.raises(ValueError, match=name):
+        pt.sample_sequences(*args)
+
+
+def _fd_jacobian(func, X, h=1e-5):
+    n, d = X.shape
+    cols = []
+    for c in range(n * d):
+        E = np.zeros(n * d)
+        E[c] = h
+        cols.append(((func(X + E.reshape(n, d)) - func(X - E.reshape(n, d))) / (2 * h)).ravel())
+    return np.stack(cols, axis=1)
+
+
+def test_attention_lipschitz_with_query_bias_is_the_norm_of_the_layer_jacobian():
+    # a tiny two-head model (d = 4): the dense Jacobian by central differences is cheap
+    m = _tiny_model(np.random.default_rng(1))
+    X = pt.embed(m, np.array([3, 1, 4, 1, 5, 7]))
+
+    def attn(Y):
+        return pt.self_attention(m, 0, Y)[0]
+
+    J = _fd_jacobian(attn, X)
+    res = pt.attention_lipschitz(m, 0, X, tol=1e-12, return_vectors=True)
+    # central differences, h = 1e-5: truncation of order h^2 = 1e-10 (relative)
+    assert res.value == pytest.approx(np.linalg.norm(J, 2), rel=1e-7)
+    np.testing.assert_allclose(J @ res.right.ravel(), res.value * res.left.ravel(),
+                               atol=1e-6 * res.value)
+    # the released estimator of the same map: sqrt(|J^T g(X)|), g with all its biases
+    assert pt.attention_released_estimator(m, 0, X) == pytest.approx(
+        np.sqrt(np.linalg.norm(J.T @ attn(X).ravel())), rel=1e-7)
+    # without the query bias: the Jacobian of the layer with b_Q = 0
+    m0 = m._replace(layers=(dict(m.layers[0], bq=np.zeros(4)),))
+    J0 = _fd_jacobian(lambda Y: pt.self_attention(m0, 0, Y)[0], X)
+    assert pt.attention_lipschitz(m, 0, X, query_bias=False, tol=1e-12) == pytest.approx(
+        np.linalg.norm(J0, 2), rel=1e-7)
+    assert abs(np.linalg.norm(J0, 2) / res.value - 1) > 1e-3
+
+
+def test_attention_lipschitz_directional_derivative_on_minilm(model):
+    from transformer_pde.lipschitz import LipschitzResult
+
+    ids = pt.tokenize("Attention is all you need, or is it?")[:6]
+    X = pt.forward(model, ids, n_layers=2).hidden[2]
+    res = pt.attention_lipschitz(model, 2, X, tol=1e-10, return_vectors=True)
+    assert isinstance(res, LipschitzResult) and res.matvecs > 0
+    h = 1e-5
+    secant = (pt.self_attention(model, 2, X + h * res.right)[0]
+              - pt.self_attention(model, 2, X - h * res.right)[0]) / (2 * h)
+    # along the top right singular vector the derivative is value * left (to O(h^2))
+    np.testing.assert_allclose(secant, res.value * res.left, atol=1e-6 * res.value)
+    E = np.random.default_rng(2).standard_normal(X.shape)
+    E /= np.linalg.norm(E)
+    dE = (pt.self_attention(model, 2, X + h * E)[0]
+          - pt.self_attention(model, 2, X - h * E)[0]) / (2 * h)
+    assert np.linalg.norm(dE) < res.value
+
+
+def test_attention_lipschitz_without_query_bias_is_the_books_multihead_map(model):
+    from transformer_pde import lipschitz
+
+    ids = pt.tokenize("The quick brown fox jumps over the lazy dog again and again.")
+    X = pt.forward(model, ids, n_layers=1).hidden[1]
+    As, Vs = pt.attention_heads(model, 1)
+    ref = lipschitz.local_lipschitz_multihead(X, *pt.attention_head_factors(model, 1), tol=1e-12)
+    assert pt.attention_lipschitz(model, 1, X, query_bias=False, tol=1e-12) == pytest.approx(
+        ref, rel=1e-9)
+    # the query bias changes the attention weights, hence the constant
+    assert abs(pt.attention_lipschitz(model, 1, X, tol=1e-12) / ref - 1) > 1e-3
+    beta = pt.value_output_constant(model, 1)
+    G = multihead(X, As, Vs) + beta
+    grad = lipschitz.vjp_multihead(X, *pt.attention_head_factors(model, 1), G)
+    assert pt.attention_released_estimator(model, 1, X, query_bias=False) == pytest.approx(
+        np.sqrt(np.linalg.norm(grad)), rel=1e-10)
+
+
+def test_attention_lipschitz_bad_inputs(model):
+    X = pt.embed(model, np.array([101, 2000, 102]))
+    with pytest.raises(ValueError, match="X"):
+        pt.attention_lipschitz(model, 0, X[:, :10])
+    with pytest.raises(ValueError, match="layer"):
+        pt.attention_lipschitz(model, 9, X)
+    with pytest.raises(ValueError, match="tol"):
+        pt.attention_lipschitz(model, 0, X, tol=0)
+    with pytest.raises(ValueError, match="v0"):
+        pt.attention_lipschitz(model, 0, X, v0=np.zeros_like(X))
+    with pytest.raises(ValueError, match="X"):
+        pt.attention_released_estimator(model, 0, X[:, :10])

@@ -40,6 +40,13 @@ connection, the layer normalisations and the feed-forward block. :func:`attentio
 returns :math:`(A_h, V_h)`, :func:`attention_head_factors` the same in factored form,
 :func:`query_bias_directions` the :math:`c_h`, :func:`value_output_constant` the
 :math:`\beta`.
+
+**Local Lipschitz constant of a layer's attention on real text.** :func:`attention_lipschitz`
+computes :math:`\|D_X g\|_2` for the layer's attention map :math:`g`, with the query-bias
+term (the map the model computes, up to the constant :math:`\beta`) or without it (the
+book's :math:`f`); :func:`attention_released_estimator` what the public code of Castin, Ablin
+and Peyré (2024) returns for the same map; :func:`sample_sequences` cuts a token stream into
+sequences as their experiments do.
 """
 
 import functools
@@ -47,9 +54,10 @@ import importlib.resources
 from typing import NamedTuple
 
 import numpy as np
+from scipy.sparse.linalg import LinearOperator, eigsh
 from scipy.special import erf
 
-from . import _checks
+from . import _checks, lipschitz
 
 __all__ = [
     "MiniLM",
@@ -70,6 +78,9 @@ __all__ = [
     "query_bias_directions",
     "value_output_constant",
     "sentence_embedding",
+    "sample_sequences",
+    "attention_lipschitz",
+    "attention_released_estimator",
 ]
 
 #: The installed package that ships the model files.
@@ -362,3 +373,184 @@ def sentence_embedding(model, text, *, tokenizer=None):
     ids = tokenize(text, special_tokens=True, tokenizer=tokenizer)
     h = forward(model, ids).hidden[-1].mean(axis=0)
     return h / np.linalg.norm(h)
+
+
+# --------------------------------------------------------------------------------------
+# real text: sequences, and the local Lipschitz constant of a layer's attention
+# --------------------------------------------------------------------------------------
+
+def sample_sequences(ids, lengths, count):
+    r"""Non-overlapping token sequences of each length, cut one after another from a text.
+
+    For each :math:`n` in ``lengths``, in order, the ``count`` consecutive blocks of
+    :math:`n` tokens that follow the last block of the previous length; when fewer than
+    ``count * n`` tokens remain, the cut starts again at the beginning of the text. This is
+    the protocol of the real-data experiments of Castin, Ablin and Peyré (2024) (their
+    public code; "10 non-overlapping sequences" per length): the sequences of one length are
+    disjoint, and sequences of different lengths come from different parts of the text
+    unless it has wrapped around.
+
+    Parameters
+    ----------
+    ids : array (N,) of int
+        The token stream.
+    lengths : sequence of int
+        Sequence lengths :math:`n \ge 1`, each with ``count * n <= N``.
+    count : int
+        Number of sequences per length.
+
+    Returns
+    -------
+    list of int arrays of shape ``(count, n)``, one per length.
+    """
+    ids = np.asarray(ids)
+    if ids.ndim != 1 or ids.size < 1 or not np.issubdtype(ids.dtype, np.integer):
+        raise ValueError(f"ids must be a non-empty 1-D integer array, got shape {ids.shape} "
+                         f"and dtype {ids.dtype}")
+    count = _checks.positive_int(count, "count")
+    lengths = [_checks.positive_int(n, "lengths") for n in np.atleast_1d(lengths)]
+    out, start = [], 0
+    for n in lengths:
+        if count * n > ids.size:
+            raise ValueError(f"lengths: count * n = {count * n} exceeds the {ids.size} tokens")
+        if start + count * n > ids.size:
+            start = 0
+        out.append(ids[start:start + count * n].reshape(count, n).copy())
+        start += count * n
+    return out
+
+
+class _Layer(NamedTuple):
+    QKV: np.ndarray  # (3 H k, d): the rows of Q, K, V_in (Q, K scaled by d_k^(-1/4))
+    b: np.ndarray    # (H, k) query bias, same scaling (zeros without the query bias)
+    Vo: np.ndarray   # (H r, d): output = (n, H r) @ Vo
+    H: int
+
+
+def _layer_factors(model, layer, query_bias):
+    p = _layer(model, layer)
+    (Q, K), (V_out, V_in) = attention_head_factors(model, layer)
+    H, k, d = Q.shape
+    b = p["bq"].reshape(H, k) * k ** -0.25
+    QKV = np.concatenate([Q.reshape(H * k, d), K.reshape(H * k, d), V_in.reshape(H * k, d)])
+    Vo = V_out.transpose(0, 2, 1).reshape(H * k, d)
+    return _Layer(QKV, b if query_bias else np.zeros_like(b), Vo, H)
+
+
+def _split(F, Z):
+    """(n, 3 H k) -> three (H, n, k) blocks."""
+    n = Z.shape[0]
+    return Z.reshape(n, 3, F.H, -1).transpose(1, 2, 0, 3)
+
+
+def _merge(F, Z):
+    """(H, n, k) -> (n, H k)."""
+    return Z.transpose(1, 0, 2).reshape(Z.shape[1], -1)
+
+
+def _linearise(F, X):
+    q, k, v = _split(F, X @ F.QKV.T)
+    q = q + F.b[:, None, :]
+    S = q @ k.transpose(0, 2, 1)
+    S -= S.max(axis=2, keepdims=True)
+    P = np.exp(S)
+    P /= P.sum(axis=2, keepdims=True)
+    return q, k, v, P, P @ v
+
+
+def _jvp(F, lin, E):
+    q, k, v, P, _ = lin
+    qE, kE, vE = _split(F, E @ F.QKV.T)
+    W = P * (qE @ k.transpose(0, 2, 1) + q @ kE.transpose(0, 2, 1))
+    dP = W - W.sum(axis=2, keepdims=True) * P
+    return _merge(F, P @ vE + dP @ v) @ F.Vo
+
+
+def _vjp(F, lin, G):
+    q, k, v, P, Pv = lin
+    n = G.shape[0]
+    g = (G @ F.Vo.T).reshape(n, F.H, -1).transpose(1, 0, 2)
+    gS = P * (g @ v.transpose(0, 2, 1) - np.einsum("hnr,hnr->hn", g, Pv)[:, :, None])
+    grads = np.concatenate([_merge(F, gS @ k), _merge(F, gS.transpose(0, 2, 1) @ q),
+                            _merge(F, P.transpose(0, 2, 1) @ g)], axis=1)
+    return grads @ F.QKV
+
+
+def attention_lipschitz(model, layer, X, *, query_bias=True, tol=1e-6, v0=None, seed=0,
+                        ncv=10, return_vectors=False):
+    r"""Local Lipschitz constant :math:`\|D_X g\|_2` of the attention of one layer.
+
+    .. math::
+
+        g(X)_i = \sum_{h=1}^H \sum_j \operatorname{softmax}_j\big(\langle A_h x_i, x_j\rangle
+            + \langle c_h, x_j\rangle\big) V_h x_j,
+
+    with :math:`A_h, V_h` of :func:`attention_heads` (output projection folded in) and
+    :math:`c_h` of :func:`query_bias_directions`: the layer's multi-head attention without
+    its constant :math:`\beta` (which does not change the Jacobian), residual connection and
+    normalisations (module docstring). ``query_bias=True`` keeps :math:`c_h`, so
+    :math:`D_X g` is the Jacobian of :func:`self_attention`; ``query_bias=False`` drops it,
+    giving the map :math:`f` of Castin, Ablin and Peyré (2024) with the heads
+    :math:`(A_h, V_h)` (then equal to :func:`transformer_pde.lipschitz.local_lipschitz_multihead`).
+
+    Computed as in :func:`transformer_pde.lipschitz.local_lipschitz`: Lanczos (ARPACK
+    ``eigsh``) on :math:`(D_X g)^\top D_X g`, applied through analytic Jacobian-vector
+    products with the attention matrices formed once; ``tol``, ``v0``, ``seed``, ``ncv``
+    and ``return_vectors`` have the same meaning (a
+    :class:`~transformer_pde.lipschitz.LipschitzResult` is returned with the vectors).
+    """
+    F = _layer_factors(model, layer, query_bias)
+    X = _checks.points(X, "X")
+    n, d = X.shape
+    if d != model.d:
+        raise ValueError(f"X must have {model.d} columns (the model's width), got {d}")
+    tol = _checks.positive_float(tol, "tol")
+    ncv = _checks.positive_int(ncv, "ncv")
+    lin = _linearise(F, X)
+    count = [0]
+
+    def normal(z):
+        count[0] += 1
+        return _vjp(F, lin, _jvp(F, lin, z.reshape(n, d))).ravel()
+
+    if v0 is None:
+        v0 = np.random.default_rng(seed).standard_normal(n * d)
+    else:
+        v0 = np.asarray(v0, dtype=np.float64)
+        if v0.shape != (n, d) or not np.all(np.isfinite(v0)) or not np.any(v0):
+            raise ValueError(f"v0 must be a finite non-zero array of shape {(n, d)}")
+        v0 = v0.ravel()
+    op = LinearOperator((n * d, n * d), matvec=normal, dtype=np.float64)
+    vals, vecs = eigsh(op, k=1, which="LA", tol=tol, v0=v0, ncv=min(n * d - 1, max(ncv, 3)))
+    value = float(np.sqrt(max(vals[0], 0.0)))
+    if not return_vectors:
+        return value
+    right = vecs[:, 0].reshape(n, d) / np.linalg.norm(vecs[:, 0])
+    image = _jvp(F, lin, right)
+    norm = np.linalg.norm(image)
+    return lipschitz.LipschitzResult(value, right, image / norm if norm > 0 else image,
+                                     count[0])
+
+
+def attention_released_estimator(model, layer, X, *, query_bias=True):
+    r"""What the public code of Castin, Ablin and Peyré (2024) returns for a layer's attention.
+
+    .. math::
+
+        \widehat L(X) = \big\|(D_X g)^\top\, g_\beta(X)\big\|^{1/2},
+
+    with :math:`g` as in :func:`attention_lipschitz` and :math:`g_\beta = g + \beta` the
+    attention output the model computes (:func:`self_attention`, all biases; without
+    ``query_bias`` the query-bias term is dropped from both). Their power iteration takes
+    ``torch.func.jvp(f, (X,), (u,))[0]``, the primal output, instead of the tangent, so it
+    returns this quantity whatever its start (see
+    :func:`transformer_pde.lipschitz.released_code_estimator`). By Cauchy-Schwarz,
+    :math:`\widehat L(X) \le (\|D_X g\|_2\, \|g_\beta(X)\|)^{1/2}`.
+    """
+    F = _layer_factors(model, layer, query_bias)
+    X = _checks.points(X, "X")
+    if X.shape[1] != model.d:
+        raise ValueError(f"X must have {model.d} columns (the model's width), got {X.shape[1]}")
+    lin = _linearise(F, X)
+    out = _merge(F, lin[4]) @ F.Vo + value_output_constant(model, layer)
+    return float(np.sqrt(np.linalg.norm(_vjp(F, lin, out))))
