@@ -169,3 +169,60 @@ def test_bad_inputs():
         meanfield.meanfield_errors(np.eye(2), np.eye(2), ALPHA, SIGMA, [0], 2, seed=0)
     with pytest.raises(ValueError, match="draws"):
         meanfield.meanfield_errors(np.eye(2), np.eye(2), ALPHA, SIGMA, [5], 0, seed=0)
+
+
+def _rate_functional(X, w, A, V):
+    # F(mu) = C + C^T, C = sum_k w_k (x_k - m) Gamma_k^T for a weighted point cloud
+    G = attention.softmax(X, A, V, weights=w)
+    m = w @ X
+    C = (X - m).T @ (w[:, None] * G)
+    return C + C.T
+
+
+def test_covariance_rate_influence_against_finite_differences():
+    # Independent reference: the derivative of F along (1 - eps) mu_N + eps delta_y for a
+    # large Gaussian sample mu_N (one-sided, eps = 1e-6). The sample's influence function
+    # differs from the Gaussian one by O(N^-1/2): 10% of its norm at N = 6000.
+    rng = np.random.default_rng(11)
+    A = 0.3 * np.linalg.inv(SIGMA) + np.array([[0.0, 0.2], [-0.1, 0.0]])
+    V = np.array([[0.4, -0.9], [0.7, 0.2]])
+    N = 6000
+    X = ALPHA + rng.standard_normal((N, 2)) @ np.linalg.cholesky(SIGMA).T
+    w = np.full(N, 1 / N)
+    F0 = _rate_functional(X, w, A, V)
+    Ys = np.array([[0.9, 0.2], [-0.4, -0.8], [1.5, -1.0]])
+    base, tilt, log_Z = meanfield.covariance_rate_influence(A, V, ALPHA, SIGMA, Ys)
+    eps = 1e-6
+    for y, b, t, lz in zip(Ys, base, tilt, log_Z, strict=True):
+        Xe = np.vstack([X, y])
+        we = np.concatenate([(1 - eps) * w, [eps]])
+        fd = (_rate_functional(Xe, we, A, V) - F0) / eps
+        got = b + np.exp(lz) * t
+        assert np.linalg.norm(got - fd) < 0.1 * np.linalg.norm(fd), (y, got, fd)
+
+
+def test_covariance_rate_influence_has_mean_zero_and_variance_threshold():
+    # E_y IF(y) = 0 (the derivative of F along mu itself), by the same polar quadrature
+    A = 0.5 * np.linalg.inv(SIGMA)
+    V = np.array([[0.4, -0.9], [0.7, 0.2]])
+    S = np.linalg.cholesky(SIGMA)
+    r = np.linspace(0, 14, 3000)
+    th = np.linspace(0, 2 * np.pi, 96, endpoint=False)
+    R, TH = np.meshgrid(r, th, indexing="ij")
+    U = np.stack([R * np.cos(TH), R * np.sin(TH)], -1).reshape(-1, 2)
+    base, tilt, log_Z = meanfield.covariance_rate_influence(A, V, ALPHA, SIGMA,
+                                                             ALPHA + U @ S.T)
+    IF = base + np.exp(log_Z)[:, None, None] * tilt
+    dens = np.exp(-0.5 * np.sum(U**2, 1)) / (2 * np.pi)
+    f = (IF * dens[:, None, None]).reshape(R.shape + (2, 2)) * R[..., None, None]
+    f = f.mean(axis=1) * 2 * np.pi
+    mean = np.sum((f[1:] + f[:-1]) / 2 * np.diff(r)[:, None, None], axis=0)
+    # trapezoid rule in r with step h = 14/3000: error O(h^2) ~ 2e-5 times the integrand's
+    # curvature, against an influence function of size ~2
+    assert np.abs(mean).max() < 1e-5
+    var = meanfield.covariance_rate_variance(A, V, ALPHA, SIGMA)
+    assert var == pytest.approx(meanfield.covariance_rate_variance(
+        A, V, ALPHA, SIGMA, radial=8000, angles=256, tail=80), rel=1e-6)
+    assert meanfield.covariance_rate_variance(np.linalg.inv(SIGMA), V, ALPHA, SIGMA) == np.inf
+    with pytest.raises(ValueError, match="d = 2"):
+        meanfield.covariance_rate_variance(np.eye(3), np.eye(3), np.zeros(3), np.eye(3))

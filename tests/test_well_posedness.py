@@ -278,3 +278,19 @@ def test_variant_field_matches_attention_and_rates():
         variants.variant_field("linear", P)
     with pytest.raises(ValueError, match="name"):
         variants.support_rate("linear", P, t)
+
+
+def test_gaussian_moments_closed_form():
+    # softmax, V = I, A symmetric constant: Sigma(t) = (Sigma0^-1 - 2 t A)^-1 (chapter 3)
+    A = np.array([[0.3, 0.1], [0.1, -0.2]])
+    P = {"A": lambda t: A, "V": lambda t: np.eye(2)}
+    times = np.array([0.0, 0.4, 0.8])
+    _, Sigma = variants.gaussian_moments("softmax", P, ALPHA, SIGMA, times)
+    for t, S in zip(times, Sigma, strict=True):
+        assert S == pytest.approx(np.linalg.inv(np.linalg.inv(SIGMA) - 2 * t * A), rel=1e-9)
+    # V = 0: nothing moves, rho is that of Sigma0
+    P0 = {"A": lambda t: A, "V": lambda t: np.zeros((2, 2))}
+    rho = variants.max_interaction_strength("softmax", P0, ALPHA, SIGMA, 1.0, steps=4)
+    assert rho == pytest.approx(interaction_strength(A, SIGMA), rel=1e-12)
+    with pytest.raises(ValueError, match="name"):
+        variants.gaussian_moments("sigmoid", P, ALPHA, SIGMA, times)

@@ -19,7 +19,8 @@ from .gaussian import _check_moments, psd_sqrt
 
 __all__ = ["interaction_strength", "softmax_weight_second_moment",
            "normalised_weight_second_moment", "key_projection_second_moment",
-           "weight_tail_exponents", "meanfield_errors", "local_rms_slopes"]
+           "weight_tail_exponents", "meanfield_errors", "local_rms_slopes",
+           "covariance_rate_influence", "covariance_rate_variance"]
 
 
 def _gaussian(alpha, Sigma):
@@ -319,3 +320,105 @@ def local_rms_slopes(sizes, squared_errors, *, n_boot=400, seed=0):
     boot = np.array([slopes(np.array([e[gen.integers(0, e.size, e.size)].mean() for e in errs]))
                      for _ in range(n_boot)])
     return point, boot.std(axis=0)
+
+
+def covariance_rate_influence(A, V, alpha, Sigma, Y):
+    r"""Influence function of :math:`\mu \mapsto \dot\Sigma[\mu]` (softmax) at a Gaussian.
+
+    The rate of the covariance of a measure under softmax attention is
+    :math:`F(\mu) = C(\mu) + C(\mu)^\top`,
+    :math:`C(\mu) = \int (x - m_\mu)\,\Gamma_\mu(x)^\top d\mu(x)` (Castin, Ablin, Carrillo and
+    Peyré, 2025). Its derivative along :math:`\mu_\varepsilon = (1-\varepsilon)\mu +
+    \varepsilon\delta_y` at :math:`\mu = \mathcal N(\alpha, \Sigma)` is
+    :math:`\mathrm{IF}(y) = \mathrm{IF}_C(y) + \mathrm{IF}_C(y)^\top` with
+
+    .. math::
+
+        \mathrm{IF}_C(y) = (y - \alpha)\big(\Gamma(y) - \bar\Gamma\big)^\top - C
+        + \int (x - \alpha)\, w(x, y)\, \big(y - b(x)\big)^\top d\mu(x)\; V^\top,
+
+    :math:`b(x) = \alpha + \Sigma A x`, :math:`\Gamma = Vb`, :math:`\bar\Gamma = \int\Gamma
+    d\mu`, :math:`C = \Sigma A^\top\Sigma V^\top`, and the normalised weight
+    :math:`w(x, y) = \exp(\langle Ax, y - \alpha\rangle - \frac12 x^\top A^\top\Sigma A x)`
+    (:func:`normalised_weight_second_moment`). The last integral is a Gaussian integral:
+    :math:`w(x,y)\,d\mu(x) = Z(y)\,\mathcal N(m_y, P^{-1})`, :math:`P = \Sigma^{-1} +
+    A^\top\Sigma A`, :math:`P m_y = \Sigma^{-1}\alpha + A^\top(y - \alpha)`. By the delta
+    method, :math:`n\,\mathbb E\|\dot{\hat\Sigma}_n - \dot\Sigma\|_F^2 \to
+    \mathbb E_y\|\mathrm{IF}(y)\|_F^2` when this is finite (:func:`covariance_rate_variance`).
+    Derived here.
+
+    Parameters
+    ----------
+    A, V : arrays (d, d)
+    alpha : array (d,)
+    Sigma : array (d, d)
+    Y : array (m, d)
+        Points :math:`y`.
+
+    Returns
+    -------
+    base, tilt, log_Z : arrays (m, d, d), (m, d, d), (m,)
+        :math:`\mathrm{IF}(y) = \text{base} + e^{\log Z}\,\text{tilt}` (kept apart so that
+        callers can avoid overflow far in the tails).
+    """
+    alpha, Sigma = _gaussian(alpha, Sigma)
+    d = alpha.shape[0]
+    A = _checks.matrix(A, "A", (d, d))
+    V = _checks.matrix(V, "V", (d, d))
+    Y = _checks.points(Y, "Y")
+    if Y.shape[1] != d:
+        raise ValueError(f"Y must have shape (m, {d}), got {Y.shape}")
+    Sinv = np.linalg.inv(Sigma)
+    SA = Sigma @ A
+    Pm = Sinv + A.T @ Sigma @ A
+    Pinv = np.linalg.inv(Pm)
+    C = Sigma @ A.T @ Sigma @ V.T
+    Gbar = V @ (alpha + SA @ alpha)
+    D = Y - alpha
+    G = (alpha + Y @ SA.T) @ V.T
+    base = np.einsum("mi,mj->mij", D, G - Gbar) - C
+    h = Sinv @ alpha + D @ A
+    my = h @ Pinv.T
+    _, logdet_S = np.linalg.slogdet(Sigma)
+    _, logdet_P = np.linalg.slogdet(Pm)
+    log_Z = (-0.5 * logdet_S - 0.5 * logdet_P + 0.5 * np.einsum("mi,mi->m", h, my)
+             - 0.5 * alpha @ Sinv @ alpha)
+    tilt = (np.einsum("mi,mj->mij", my - alpha, Y - alpha - my @ SA.T)
+            - Pinv @ A.T @ Sigma) @ V.T
+    base = base + np.swapaxes(base, 1, 2)
+    tilt = tilt + np.swapaxes(tilt, 1, 2)
+    return base, tilt, log_Z
+
+
+def covariance_rate_variance(A, V, alpha, Sigma, *, radial=4000, angles=128, tail=60.0):
+    r"""Limit :math:`\mathbb E_y\|\mathrm{IF}(y)\|_F^2` of :math:`n` times the mean-square error.
+
+    :math:`y \sim \mathcal N(\alpha, \Sigma)` in :math:`d = 2`, by quadrature in whitened
+    polar coordinates :math:`y = \alpha + \Sigma^{1/2} r(\cos\theta, \sin\theta)`
+    (trapezoid rule: ``radial`` radii, ``angles`` angles), up to the radius where the
+    integrand has decayed by :math:`e^{-\text{tail}}`: it behaves like
+    :math:`e^{-(1/2 - \rho^2/(1+\rho^2)) r^2}` times a polynomial
+    (:func:`key_projection_second_moment`), so the value is finite if and only if
+    :math:`\rho < 1`, and ``inf`` is returned for :math:`\rho \ge 1`. Uses
+    :func:`covariance_rate_influence`. Derived here.
+    """
+    alpha, Sigma = _gaussian(alpha, Sigma)
+    if alpha.shape[0] != 2:
+        raise ValueError("covariance_rate_variance is implemented for d = 2")
+    rho = interaction_strength(A, Sigma)
+    if rho >= 1 - 1e-12:
+        return np.inf
+    decay = 0.5 - rho**2 / (1 + rho**2)
+    r_max = np.sqrt(tail / decay) + 6.0
+    r = np.linspace(0.0, r_max, _checks.positive_int(radial, "radial"))
+    th = np.linspace(0.0, 2 * np.pi, _checks.positive_int(angles, "angles"), endpoint=False)
+    R, TH = np.meshgrid(r, th, indexing="ij")
+    U = np.stack([R * np.cos(TH), R * np.sin(TH)], axis=-1).reshape(-1, 2)
+    Y = alpha + U @ psd_sqrt(Sigma).T
+    base, tilt, log_Z = covariance_rate_influence(A, V, alpha, Sigma, Y)
+    log_phi = -0.5 * np.sum(U**2, axis=1) - np.log(2 * np.pi)
+    sq = (np.sum(base**2, axis=(1, 2)) * np.exp(log_phi)
+          + 2 * np.sum(base * tilt, axis=(1, 2)) * np.exp(log_Z + log_phi)
+          + np.sum(tilt**2, axis=(1, 2)) * np.exp(2 * log_Z + log_phi))
+    f = (sq.reshape(R.shape) * R).mean(axis=1) * 2 * np.pi  # angular average x 2 pi
+    return float(np.sum((f[1:] + f[:-1]) / 2 * np.diff(r)))

@@ -14,16 +14,22 @@ parameters (a Transformer with layer-dependent weights in the limit of infinite 
   for :func:`transformer_pde.dynamics.integrate`, with optional weights of the atoms;
 - :func:`support_rate`: the growth rate of the support radius of one variant
   (:math:`\|V(t)\|_2`, or :math:`\kappa(t)` of :func:`transformer_pde.stability.heads_growth_rate`);
-- :func:`uniform_ball`: tokens drawn uniformly in the unit ball.
+- :func:`uniform_ball`: tokens drawn uniformly in the unit ball;
+- :func:`gaussian_moments`, :func:`max_interaction_strength`: the exact Gaussian solution
+  (mean and covariance ODEs of :mod:`transformer_pde.gaussian`) of the softmax, L2 and
+  multi-head variants with these parameters, and the largest interaction strength
+  :math:`\rho = \|\Sigma^{1/2} A \Sigma^{1/2}\|_2` of a head along it.
 """
 
 import numpy as np
+from scipy.integrate import solve_ivp
 
-from . import _checks, attention, dynamics
+from . import _checks, attention, dynamics, gaussian
+from .meanfield import interaction_strength
 from .stability import heads_growth_rate
 
 __all__ = ["VARIANTS", "LABELS", "random_parameters", "variant_field", "support_rate",
-           "uniform_ball"]
+           "uniform_ball", "gaussian_moments", "max_interaction_strength"]
 
 VARIANTS = ("softmax", "l2", "sinkhorn", "sigmoid", "multihead", "causal")
 LABELS = {"softmax": "softmax", "l2": "L2", "sinkhorn": "Sinkhorn", "sigmoid": "sigmoid",
@@ -121,3 +127,60 @@ def uniform_ball(gen, n, d=2):
         pts = gen.uniform(-1, 1, size=(4 * n, d))
         out = np.vstack([out, pts[np.linalg.norm(pts, axis=1) <= 1]])
     return out[:n]
+
+
+_MOMENT_RHS = {"softmax": (gaussian.softmax_rhs, ("A", "V")),
+               "l2": (gaussian.l2_rhs, ("Q", "K", "V")),
+               "multihead": (gaussian.multihead_rhs, ("As", "Vs"))}
+
+
+def gaussian_moments(name, P, alpha0, Sigma0, times):
+    r"""Exact mean and covariance of the Gaussian solution of one variant at ``times``.
+
+    For softmax attention, :math:`\dot\alpha = V(I + \Sigma A)\alpha`,
+    :math:`\dot\Sigma = V\Sigma A\Sigma + \Sigma A^\top\Sigma V^\top` (Castin, Ablin, Carrillo and
+    Peyré, 2025; L2 and multi-head: :mod:`transformer_pde.gaussian`), with the time-dependent
+    parameters ``P`` (callables of ``t``), integrated by ``solve_ivp`` (DOP853, relative
+    tolerance ``1e-12``) from :math:`\mathcal N(\alpha_0, \Sigma_0)`. ``name`` is
+    ``"softmax"``, ``"l2"`` or ``"multihead"``.
+
+    Returns
+    -------
+    alpha : array (m, d)
+    Sigma : array (m, d, d)
+    """
+    if name not in _MOMENT_RHS:
+        raise ValueError(f"name must be one of {tuple(_MOMENT_RHS)}, got {name!r}")
+    rhs, keys = _MOMENT_RHS[name]
+    alpha0 = np.asarray(alpha0, dtype=float)
+    Sigma0 = _checks.matrix(Sigma0, "Sigma0", square=True)
+    d = alpha0.shape[0]
+    times = np.asarray(times, dtype=float)
+    if times.ndim != 1 or times.size < 2 or np.any(np.diff(times) <= 0):
+        raise ValueError("times must be a strictly increasing 1-D array of length >= 2")
+
+    def f(t, y):
+        dalpha, dSigma = rhs(y[:d], y[d:].reshape(d, d), *(P[k](t) for k in keys))
+        return np.concatenate([dalpha, dSigma.ravel()])
+
+    sol = solve_ivp(f, (times[0], times[-1]), np.concatenate([alpha0, Sigma0.ravel()]),
+                    t_eval=times, method="DOP853", rtol=1e-12, atol=1e-14)
+    if not sol.success:
+        raise RuntimeError(f"gaussian_moments: integration failed: {sol.message}")
+    return sol.y[:d].T, sol.y[d:].T.reshape(-1, d, d)
+
+
+def max_interaction_strength(name, P, alpha0, Sigma0, T, steps=40):
+    r"""Largest :math:`\rho(t) = \|\Sigma(t)^{1/2} A(t)\Sigma(t)^{1/2}\|_2` on the exact solution.
+
+    Maximum over ``steps + 1`` equally spaced times of :math:`[0, T]` and over the heads
+    (``P["A"]``, or ``P["As"]`` for ``"multihead"``), with :math:`\Sigma(t)` from
+    :func:`gaussian_moments`; see :func:`transformer_pde.meanfield.interaction_strength`.
+    """
+    steps = _checks.positive_int(steps, "steps")
+    grid = np.linspace(0.0, _checks.positive_float(T, "T"), steps + 1)
+    _, Sigmas = gaussian_moments(name, P, alpha0, Sigma0, grid)
+    key = "As" if name == "multihead" else "A"
+    d = Sigmas.shape[-1]
+    return max(interaction_strength(A, S) for t, S in zip(grid, Sigmas, strict=True)
+               for A in np.reshape(P[key](t), (-1, d, d)))
