@@ -226,3 +226,21 @@ def test_covariance_rate_influence_has_mean_zero_and_variance_threshold():
     assert meanfield.covariance_rate_variance(np.linalg.inv(SIGMA), V, ALPHA, SIGMA) == np.inf
     with pytest.raises(ValueError, match="d = 2"):
         meanfield.covariance_rate_variance(np.eye(3), np.eye(3), np.zeros(3), np.eye(3))
+
+
+@pytest.mark.parametrize("a, m, s2, v", [(0.4, 0.3, 1.2, 0.7), (-1.0, -0.2, 0.6, -1.3)])
+def test_field_error_variance_one_dimension(a, m, s2, v):
+    # d = 1, rho = |a| s2 < 1/sqrt(2): E_{x,y} w^2 (v (y - m - s2 a x))^2 by quadrature, with
+    # w built from its definition
+    p = _gauss(m, s2)
+    s = np.sqrt(s2)
+
+    def integrand(y, x):
+        w = np.exp(a * x * y - a * x * m - 0.5 * a**2 * x**2 * s2)
+        return w**2 * (v * (y - m - s2 * a * x)) ** 2 * p(x) * p(y)
+
+    ref, _ = integrate.dblquad(integrand, m - 16 * s, m + 16 * s, m - 16 * s, m + 16 * s,
+                               epsabs=0, epsrel=1e-10)
+    got = meanfield.field_error_variance([[a]], [[v]], [m], [[s2]])
+    assert got == pytest.approx(ref, rel=1e-7)
+    assert meanfield.field_error_variance([[1.0 / s2]], [[v]], [m], [[s2]]) == np.inf

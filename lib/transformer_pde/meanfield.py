@@ -20,7 +20,7 @@ from .gaussian import _check_moments, psd_sqrt
 __all__ = ["interaction_strength", "softmax_weight_second_moment",
            "normalised_weight_second_moment", "key_projection_second_moment",
            "weight_tail_exponents", "meanfield_errors", "local_rms_slopes",
-           "covariance_rate_influence", "covariance_rate_variance"]
+           "covariance_rate_influence", "covariance_rate_variance", "field_error_variance"]
 
 
 def _gaussian(alpha, Sigma):
@@ -422,3 +422,37 @@ def covariance_rate_variance(A, V, alpha, Sigma, *, radial=4000, angles=128, tai
           + np.sum(tilt**2, axis=(1, 2)) * np.exp(2 * log_Z + log_phi))
     f = (sq.reshape(R.shape) * R).mean(axis=1) * 2 * np.pi  # angular average x 2 pi
     return float(np.sum((f[1:] + f[:-1]) / 2 * np.diff(r)))
+
+
+def field_error_variance(A, V, alpha, Sigma):
+    r"""Linearised limit of :math:`n` times the mean-square error of the field at the particles.
+
+    .. math::
+
+        n\,\mathbb E\,\frac1n\sum_i |\Gamma_{\hat\mu_n}(x_i) - \Gamma_\mu(x_i)|^2 \to
+        \mathbb E_{x,y}\big[w(x,y)^2\, |V(y - b(x))|^2\big]
+        = \mathbb E_x\Big[e^{q(x)}\big(|V\Sigma A x|^2 + \operatorname{tr}(V\Sigma V^\top)\big)
+        \Big],
+
+    :math:`b(x) = \alpha + \Sigma A x`, :math:`q(x) = x^\top A^\top\Sigma A x`, for
+    :math:`x, y \sim \mathcal N(\alpha, \Sigma)` and softmax attention (the field
+    :math:`\Gamma_\mu(x) = V b(x)` of the Gaussian solution of Castin, Ablin, Carrillo and
+    Peyré, 2025): under the weight :math:`w^2` the key :math:`y` is
+    :math:`\mathcal N(\alpha + 2\Sigma A x, \Sigma)` times :math:`e^{q(x)}`, and
+    :math:`e^{q(x)}\mathcal N(\alpha, \Sigma)(dx)` is
+    :math:`\mathbb E_x e^{q}\cdot\mathcal N(\mu', \Sigma')`,
+    :math:`\Sigma'^{-1} = \Sigma^{-1} - 2A^\top\Sigma A`, :math:`\mu' = \Sigma'\Sigma^{-1}\alpha`.
+    Finite iff :math:`\rho < 1/\sqrt2` (``inf`` otherwise). Derived here.
+    """
+    alpha, Sigma = _gaussian(alpha, Sigma)
+    d = alpha.shape[0]
+    A = _checks.matrix(A, "A", (d, d))
+    V = _checks.matrix(V, "V", (d, d))
+    mass = normalised_weight_second_moment(A, alpha, Sigma)
+    if not np.isfinite(mass):
+        return np.inf
+    Sp = np.linalg.inv(np.linalg.inv(Sigma) - 2 * A.T @ Sigma @ A)
+    mp = Sp @ np.linalg.solve(Sigma, alpha)
+    VSA = V @ Sigma @ A
+    return float(mass * (np.sum((VSA @ mp) ** 2) + np.trace(VSA @ Sp @ VSA.T)
+                         + np.trace(V @ Sigma @ V.T)))
