@@ -10,8 +10,10 @@ in the library. Three distances:
   directions of one-dimensional distances (Bonneel et al., 2015), seeded;
 - :func:`conditional_wasserstein`: a binned estimator of the conditional distance
   :math:`(\int_0^1 W_p(\mu_s, \nu_s)^p \, ds)^{1/p}` between measures on
-  :math:`[0, 1] \times \mathbb{R}^d`, the distance of masked (causal) attention in
-  Castin, Ablin, Carrillo and Peyré (2025).
+  :math:`[0, 1] \times \mathbb{R}^d` with the same first marginal. Castin, Ablin, Carrillo
+  and Peyré (2025) handle masked (causal) attention in a conditional Wasserstein framework
+  (FoCM abstract); this distance is our reading of that framework, not checked against the
+  paper's text.
 """
 
 import numpy as np
@@ -158,7 +160,9 @@ def conditional_wasserstein(s, X, t, Y, *, weights_x=None, weights_y=None, p=2, 
 
     For :math:`\bar\mu = \sum_i a_i \delta_{(s_i, x_i)}` and
     :math:`\bar\nu = \sum_j b_j \delta_{(t_j, y_j)}` with positions in :math:`[0, 1]`, the
-    conditional distance of masked attention (Castin, Ablin, Carrillo and Peyré, 2025) is
+    conditional distance (our reading of the conditional Wasserstein framework of masked
+    attention in Castin, Ablin, Carrillo and Peyré, 2025; its exact form was not checked
+    against the paper's text) is
 
     .. math::
 
