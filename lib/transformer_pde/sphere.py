@@ -192,8 +192,12 @@ def normalised_residual_stack(field, X0, T, L):
         if v.shape != X.shape:
             raise ValueError(f"field(t, X) must return an array of shape {X.shape}, "
                              f"got {v.shape}")
-        X = normalise(X + h * tangent_projection(X, v))
+        # X has unit rows: P_x v = v - <x, v> x, then layer normalisation
+        Y = X + h * (v - np.einsum("ij,ij->i", X, v)[:, None] * X)
+        X = Y / np.sqrt(np.einsum("ij,ij->i", Y, Y))[:, None]
         out[ell + 1] = X
+    if not np.all(np.isfinite(out)):
+        raise ValueError("the field returned non-finite values (NaN or inf)")
     return out
 
 
