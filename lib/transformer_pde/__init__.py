@@ -3,20 +3,30 @@
 Modules (one mathematical object each):
 
 - :mod:`~transformer_pde.attention`: velocity fields of the attention variants;
-- :mod:`~transformer_pde.dynamics`: time integration of the particle system;
+- :mod:`~transformer_pde.variants`: the six variants as time-dependent fields (chapter 2);
+- :mod:`~transformer_pde.dynamics`: time integration of the particle system, the rescaled
+  dynamics :math:`z = e^{-tV}x`;
 - :mod:`~transformer_pde.transport`: Wasserstein distances (exact, sliced, conditional)
   through POT;
-- :mod:`~transformer_pde.stability`: Gronwall rates and the flow Jacobian of the particle system;
-- :mod:`~transformer_pde.meanfield`: when the Monte Carlo error of softmax attention has finite
-  variance (Gaussian data);
+- :mod:`~transformer_pde.stability`: Gronwall rates and constants, support growth, the flow
+  Jacobian of the particle system;
+- :mod:`~transformer_pde.meanfield`: second moments and tail exponents of the softmax weights
+  of Gaussian tokens, particle-versus-mean-field errors and their linearised limits;
 - :mod:`~transformer_pde.gaussian`: mean and covariance ODEs of Gaussian solutions;
+- :mod:`~transformer_pde.bures`: the Bures-Wasserstein geometry of Gaussian measures;
 - :mod:`~transformer_pde.symbolic`: the SymPy derivations behind them;
+- :mod:`~transformer_pde.clusters`: groups of tokens, convex hulls, leaders of an attention
+  matrix, the frozen-attention scheme of the clustering experiments;
 - :mod:`~transformer_pde.lipschitz`: Jacobian-vector products, local Lipschitz constants,
   published bounds;
-- :mod:`~transformer_pde.pretrained`: all-MiniLM-L6-v2 (BERT) run in NumPy;
+- :mod:`~transformer_pde.pretrained`: all-MiniLM-L6-v2 (BERT) run in NumPy; real-text sequence
+  sampling and the local Lipschitz constant of a layer's attention;
 - :mod:`~transformer_pde.masked`: mean-field masked (causal) attention on [0,1] x R^d;
-- :mod:`~transformer_pde.sphere`: dynamics on the unit sphere (layer normalisation);
+- :mod:`~transformer_pde.sphere`: dynamics on the unit sphere (layer normalisation), the
+  interaction energy and its extremal measures;
 - :mod:`~transformer_pde.fitting`: power-law fits of rates;
+- :mod:`~transformer_pde.rates`: fitted exponents with replicate errors, decay rates, first
+  passage times;
 - :mod:`~transformer_pde.plotting`: the house figure style and recurring plots.
 """
 
