@@ -16,7 +16,7 @@ browser). On each page it checks that
 - no console error and no page error (except the documented noise in ``ALLOWED_CONSOLE``);
 - no request goes to any host but 127.0.0.1 (such requests are blocked and reported);
 - visible code takes at most a quarter of the page's height, and no visible line of code
-  needs sideways scrolling;
+  or of printed output needs sideways scrolling;
 
 and saves a full-page screenshot under ``_build/screenshots/`` for a person to look at.
 It prints one line per page and exits with status 1 if any problem was found.
@@ -124,6 +124,16 @@ async () => {
       const lines = pre.textContent.split('\n');
       const longest = lines.reduce((a, b) => (b.length > a.length ? b : a), '');
       out.problems.push('visible code needs sideways scrolling (' + longest.length +
+                        ' characters): ' + longest.trim().slice(0, 60));
+    }
+  }
+  // Printed text outputs (stdout, text results) are read like prose: no sideways scrolling.
+  for (const pre of document.querySelectorAll('.cell_output pre')) {
+    if (pre.closest('details:not([open])') || !pre.checkVisibility()) continue;
+    if (pre.scrollWidth > pre.clientWidth + 1) {
+      const lines = pre.textContent.split('\n');
+      const longest = lines.reduce((a, b) => (b.length > a.length ? b : a), '');
+      out.problems.push('printed output needs sideways scrolling (' + longest.length +
                         ' characters): ' + longest.trim().slice(0, 60));
     }
   }
