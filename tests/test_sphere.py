@@ -350,3 +350,67 @@ def test_bad_inputs_of_the_energy_and_fields():
         sphere.dirac_pair_threshold(-1.0, 1.0)
     with pytest.raises(ValueError, match="X must be"):
         sphere.clustered_pair_fraction(np.ones((1, 2)))
+
+
+def test_field_factories_reject_bad_shapes():
+    X = sphere.normalise(np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]))
+    with pytest.raises(ValueError, match="Q and K must have the same shape"):
+        sphere.sa_field(1.0, Q=np.ones((1, 2)), K=np.ones((3, 2)))
+    with pytest.raises(ValueError, match="V must be square"):
+        sphere.sa_field(1.0, V=np.ones((3, 2)))
+    with pytest.raises(ValueError, match="same number of columns"):
+        sphere.sa_field(1.0, Q=np.ones((2, 2)), V=np.eye(3))
+    with pytest.raises(ValueError, match="Q must be square"):
+        sphere.sa_field(1.0, Q=np.ones((1, 2)))
+    with pytest.raises(ValueError, match="dimension 3 but the tokens have dimension 2"):
+        sphere.sa_field(1.0, V=np.eye(3))(0.0, X)
+    with pytest.raises(ValueError, match="D has shape"):
+        sphere.usa_field(1.0, D=np.eye(3))(0.0, X)
+    # rectangular Q, K of the same shape are fine (k < d), and agree with sa
+    rng = np.random.default_rng(12)
+    Q, K = rng.normal(size=(2, 1, 2))
+    np.testing.assert_allclose(sphere.sa_field(0.7, Q, K)(0.0, X), sphere.sa(X, 0.7, Q, K),
+                               atol=1e-14)
+
+
+def test_dirac_pair_threshold_is_bracketed():
+    # x - log 2 < log cosh x < x^2 / 2 gives 2 lam / L^2 < beta* < log 2 / (L - lam)
+    rng = np.random.default_rng(13)
+    for _ in range(50):
+        lam, L = np.sort(rng.uniform(0.05, 5.0, size=2))
+        if L - lam < 1e-3:
+            continue
+        b = sphere.dirac_pair_threshold(lam, -L)
+        # the upper bound is tight to e^{-2 b L}: allow rounding
+        assert 2 * lam / L**2 < b <= np.log(2) / (L - lam) * (1 + 1e-12)
+        # the Dirac mass wins just below, the balanced pair just above
+        assert np.exp(0.99 * b * lam) > np.cosh(0.99 * b * L)
+        assert np.exp(1.01 * b * lam) < np.cosh(1.01 * b * L)
+
+
+def test_equiangular_closed_form_at_beta_zero():
+    # beta = 0: SA = USA, u = 1 - rho solves u' = -2u + 2(n-1)/n u^2 (Bernoulli)
+    times = np.linspace(0.0, 4.0, 9)
+    for n, rho0 in ((2, 0.0), (5, -0.2), (9, 0.6)):
+        u0, c = 1 - rho0, (n - 1) / n
+        exact = 1 - u0 * np.exp(-2 * times) / (1 - c * u0 * (1 - np.exp(-2 * times)))
+        for model in ("sa", "usa"):
+            rho = sphere.equiangular_solve(rho0, n, 0.0, model, times)
+            np.testing.assert_allclose(rho, exact, atol=1e-10)
+        # the regular simplex rho = -1/(n-1) does not move
+        assert sphere.equiangular_rhs(-1 / (n - 1), n, 0.7, "sa") == pytest.approx(0, abs=1e-15)
+
+
+def test_sa_kinetic_energy_is_bounded_by_the_energy_gap():
+    # along SA (Q = K = V = I): e^{-beta}/n int sum |x_i'|^2 dt <= E(T) - E(0)
+    rng = np.random.default_rng(14)
+    n, d, beta = 7, 3, 1.7
+    times = np.linspace(0.0, 2.0, 401)
+    traj = sphere.integrate_on_sphere(sphere.sa_field(beta), sphere.uniform_on_sphere(n, d, rng),
+                                      times)
+    U = [sphere.normalise(X) for X in traj]
+    kinetic = [np.sum(sphere.sa(X, beta) ** 2) for X in U]
+    from scipy.integrate import simpson
+    gain = sphere.energy(U[-1], beta) - sphere.energy(U[0], beta)
+    assert np.exp(-beta) / n * simpson(kinetic, x=times) <= gain
+    assert gain <= np.exp(beta) / (2 * beta) - sphere.energy(U[0], beta)

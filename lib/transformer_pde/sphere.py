@@ -355,6 +355,9 @@ def usa_field(beta=1.0, D=None, *, sign=1.0):
     Dm = None if D is None else _checks.matrix(D, "D", square=True)
 
     def field(t, U):
+        if Dm is not None and U.shape[1] != Dm.shape[0]:
+            raise ValueError(f"D has shape {Dm.shape} but the tokens have dimension "
+                             f"{U.shape[1]}")
         DU = U if Dm is None else U @ Dm.T
         L = beta * (U @ DU.T)
         if L.max() > MAX_LOGIT:
@@ -368,14 +371,33 @@ def usa_field(beta=1.0, D=None, *, sign=1.0):
 def sa_field(beta=1.0, Q=None, K=None, V=None):
     r"""The field ``(t, X) -> sa(X, beta, Q, K, V)`` for :func:`integrate_on_sphere`.
 
-    Arguments are checked once; the returned callable skips the checks.
+    Arguments are checked once (``Q`` and ``K`` of the same shape ``(k, d)``, or one of them
+    omitted and the other ``(d, d)``; ``V`` square; a common ``d``); the returned callable
+    only checks that the tokens have that dimension.
     """
     beta = _beta(beta, allow_zero=True)
     mats = [None if M is None else _checks.matrix(M, name) for M, name in
             ((Q, "Q"), (K, "K"), (V, "V"))]
     Qm, Km, Vm = mats
+    if Vm is not None and Vm.shape[0] != Vm.shape[1]:
+        raise ValueError(f"V must be square, got shape {Vm.shape}")
+    dims = {M.shape[1] for M in mats if M is not None}
+    if len(dims) > 1:
+        raise ValueError("Q, K and V must have the same number of columns (the token "
+                         f"dimension d), got shapes {[M.shape for M in mats if M is not None]}")
+    if Qm is not None and Km is not None and Qm.shape != Km.shape:
+        raise ValueError(f"Q and K must have the same shape (k, d), got {Qm.shape} and "
+                         f"{Km.shape}")
+    for M, name in ((Qm, "Q"), (Km, "K")):
+        if M is not None and (Qm is None or Km is None) and M.shape[0] != M.shape[1]:
+            raise ValueError(f"{name} must be square (d, d) when the other of Q, K is the "
+                             f"identity, got shape {M.shape}")
+    d_fixed = dims.pop() if dims else None
 
     def field(t, U):
+        if d_fixed is not None and U.shape[1] != d_fixed:
+            raise ValueError(f"Q, K, V act on dimension {d_fixed} but the tokens have "
+                             f"dimension {U.shape[1]}")
         QU = U if Qm is None else U @ Qm.T
         KU = U if Km is None else U @ Km.T
         VU = U if Vm is None else U @ Vm.T
