@@ -212,6 +212,31 @@ def test_lanczos_multihead_factored_honours_tol(rng):
             assert value <= exact * (1 + 1e-13) and (exact - value) / exact <= tol
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_low_rank_tokens_match_dense_svd(rng, causal):
+    # rank(X) < d: the normal operator works in the factorisation X = U C (rank 2 here, and
+    # rank n when n < d); weights and a rectangular V go through the same path
+    d, p = 16, 5
+    A, V = rng.standard_normal((d, d)) / np.sqrt(d), rng.standard_normal((p, d))
+    rank2 = rng.standard_normal((30, 2)) @ rng.standard_normal((2, d))
+    for X in (rank2, rng.standard_normal((8, d))):
+        w = rng.random(X.shape[0])
+        w /= w.sum()
+        exact = np.linalg.norm(L.jacobian_matrix(X, A, V, causal=causal, weights=w), 2)
+        for tol in (1e-4, 1e-10):
+            value = L.local_lipschitz(X, A, V, causal=causal, weights=w, tol=tol)
+            assert value <= exact * (1 + 1e-13) and (exact - value) / exact <= tol
+        dense_path = L.local_lipschitz(X, A, V, causal=causal, weights=w, tol=1e-10,
+                                       method="arpack", ncv=20)
+        assert dense_path == pytest.approx(exact, rel=1e-9)
+
+
+def test_value_alone_equals_value_with_vectors(rng):
+    X, A, V = _workloads(rng, 40, 6)["clustered"]
+    res = L.local_lipschitz(X, A, V, tol=1e-8, return_vectors=True)
+    assert L.local_lipschitz(X, A, V, tol=1e-8) == res.value
+
+
 def test_lanczos_and_arpack_agree(rng):
     X, A, V = _workloads(rng, 40, 6)["clustered"]
     lan = L.local_lipschitz(X, A, V, tol=1e-10)

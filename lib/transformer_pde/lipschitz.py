@@ -37,6 +37,7 @@ a pair ``(Q, K)`` of ``(k, d)`` arrays with :math:`A = K^\top Q`, and ``V`` eith
 from typing import NamedTuple
 
 import numpy as np
+from scipy.linalg import eigh
 from scipy.sparse.linalg import LinearOperator, eigsh
 
 from . import _checks
@@ -323,6 +324,42 @@ def jacobian_matrix_multihead(X, As, Vs, *, causal=False, weights=None):
 # the normal operator (D_X f)^T D_X f with everything that depends on X computed once
 # --------------------------------------------------------------------------------------
 
+#: Dense heads use the factorisation X = U C when rank(X) is at most this fraction of d.
+_LOW_RANK_FRACTION = 0.75
+
+
+def _low_rank_tokens(X):
+    r"""``(U, C)`` with ``X = U C`` to rounding and ``C`` of ``rank < d`` rows, or ``None``.
+
+    With fewer tokens than dimensions, ``C`` is the orthonormal factor of the QR
+    decomposition of :math:`X^\top` (rank ``n``, exact). Otherwise the rank is the number
+    of eigenvalues of the Gram matrix :math:`X^\top X` above :math:`10^{-14}` times the
+    largest (singular values above :math:`10^{-7} s_1`), ``C`` the corresponding
+    eigenvectors (transposed) and ``U = X C^\top``. The factorisation is kept only if the
+    rank is at most :data:`_LOW_RANK_FRACTION` of ``d`` (else it saves nothing) and if the
+    dropped part is at rounding level, :math:`\|X - U C\|_F \le 10^{-13} \|X\|_F`
+    (checked). With it, every product of the normal operator with an ``(n, d)`` matrix built
+    from ``X`` costs :math:`n^2 \cdot \mathrm{rank}` instead of :math:`n^2 d`.
+    """
+    n, d = X.shape
+    if n <= _LOW_RANK_FRACTION * d:
+        Qt, R = np.linalg.qr(X.T)
+        U, C = R.T, Qt.T
+    else:
+        gram = X.T @ X
+        ev = eigh(gram, eigvals_only=True)
+        if ev[-1] <= 0:
+            return None
+        rank = int(np.sum(ev > 1e-14 * ev[-1]))
+        if rank > _LOW_RANK_FRACTION * d:
+            return None
+        C = eigh(gram, subset_by_index=[d - rank, d - 1])[1].T
+        U = X @ C.T
+    if np.linalg.norm(X - U @ C) > 1e-13 * np.linalg.norm(X):
+        return None
+    return U, C
+
+
 class _NormalOperator:
     r"""Products with :math:`N = (D_X f)^\top D_X f` on ``(n, d_in)`` directions.
 
@@ -335,7 +372,7 @@ class _NormalOperator:
     for the first Lanczos phase only, see :func:`_lanczos_top`).
     """
 
-    def __init__(self, lin, dtype):
+    def __init__(self, lin, dtype, tokens=None):
         h = lin.heads
         H = lin.P.shape[0]
         self.dtype = dtype
@@ -344,6 +381,7 @@ class _NormalOperator:
             return None if M is None else np.ascontiguousarray(M, dtype=dtype)
 
         self.n = lin.P.shape[1]
+        basis = tokens if h.K is None else None
         self.heads = []
         for i in range(H):
             Q = h.Q[i]
@@ -351,10 +389,14 @@ class _NormalOperator:
             V_in = None if h.V_in is None else h.V_in[i]
             kX, qX = lin.kX[i], lin.qX[i]
             head = {"P": c(lin.P[i]), "qX": c(qX), "vX": c(lin.vX[i]), "PvX": c(lin.PvX[i]),
-                    "V_in": c(V_in)}
+                    "V_in": c(V_in), "U": None}
             if K is None:  # dense A = Q: <A e_i, x_j> = (E (X A)^T)_ij, <A x_i, e_j> = (qX E^T)
                 head["XA"] = c(kX @ Q)
                 head["Q"] = head["K"] = head["kX"] = None
+                if basis is not None:  # X = U C exactly: n x d products become n x rank
+                    U, C = basis
+                    Cv = C if V_in is None else C @ V_in.T
+                    head.update(U=c(U), CA=c(C @ Q), Cq=c(C @ Q.T), Cv=c(Cv))
             else:
                 head.update(Q=c(Q), K=c(K), kX=c(kX), XA=None)
             self.heads.append(head)
@@ -368,8 +410,12 @@ class _NormalOperator:
         E = v.reshape(n, -1).astype(self.dtype, copy=False)
         outs = []
         for hd in self.heads:
-            P = hd["P"]
-            if hd["XA"] is not None:
+            P, U = hd["P"], hd["U"]
+            if U is not None:  # W = (E CA^T) U^T + U (Cq E^T): one product of inner size 2 rank
+                left = np.hstack([E @ hd["CA"].T, U])
+                right = np.hstack([U, E @ hd["Cq"].T])
+                W = left @ right.T
+            elif hd["XA"] is not None:
                 W = E @ hd["XA"].T
                 W += hd["qX"] @ E.T
             else:
@@ -379,7 +425,7 @@ class _NormalOperator:
             s = W.sum(axis=1)
             vE = E if hd["V_in"] is None else E @ hd["V_in"].T
             out = P @ vE
-            out += W @ hd["vX"]
+            out += (W @ U) @ hd["Cv"] if U is not None else W @ hd["vX"]
             out -= s[:, None] * hd["PvX"]
             outs.append(out)
         G = (outs[0] if len(outs) == 1 else np.hstack(outs)) @ self.gram
@@ -387,12 +433,16 @@ class _NormalOperator:
         for i, hd in enumerate(self.heads):
             P = hd["P"]
             g = G[:, i * r:(i + 1) * r]
-            gS = g @ hd["vX"].T
+            U = hd["U"]
+            gS = (g @ hd["Cv"].T) @ U.T if U is not None else g @ hd["vX"].T
             gS -= np.einsum("ij,ij->i", g, hd["PvX"])[:, None]
             gS *= P
             back = P.T @ g
             grad += back if hd["V_in"] is None else back @ hd["V_in"]
-            if hd["XA"] is not None:
+            if U is not None:
+                grad += (gS @ U) @ hd["CA"]
+                grad += (gS.T @ U) @ hd["Cq"]
+            elif hd["XA"] is not None:
                 grad += gS @ hd["XA"]
                 grad += gS.T @ hd["qX"]
             else:
@@ -418,21 +468,24 @@ def _lanczos(op, v0, *, target, max_basis, max_products, lower2=-np.inf, floor=0
     ``target * theta``. Restarts from the top Ritz vector when the basis is full.
     ``lower2`` is a known lower estimate of :math:`\lambda_2` (from a previous phase);
     ``floor`` also stops at a residual below ``floor * theta`` (the rounding level of a
-    float32 operator, where the iteration would only stagnate). No stop before ``min_steps``
-    products: from a start dominated by a lower eigenvector the first Ritz values can look
-    converged, with :math:`\theta_2` far below :math:`\lambda_2`.
+    float32 operator, where the iteration would only stagnate). No stop on the Kato-Temple
+    bound before ``min_steps`` products: from a start dominated by a lower eigenvector the
+    first Ritz values can look converged, with :math:`\theta_2` far below
+    :math:`\lambda_2`; the residual tests, which need no gap, apply from two products on.
     Returns ``(theta, unit Ritz vector, best lower estimate of lambda_2, converged)``.
     """
     N = v0.size
     q = v0 / np.linalg.norm(v0)
-    theta, y, second = 0.0, q, lower2
+    theta, second = 0.0, lower2
+    vecs = np.ones((1, 1))
+    basis = np.empty((max_basis + 1, N))
     while True:
-        basis = np.empty((max_basis + 1, N))
         basis[0] = q
         alpha, beta = [], []
         for j in range(max_basis):
             if op.count >= max_products:
-                return theta, y, second, False
+                y = vecs[:, -1] @ basis[:j] if j else q
+                return theta, y / np.linalg.norm(y), second, False
             w = op(basis[j])
             alpha.append(float(basis[j] @ w))
             for _ in range(2):  # full reorthogonalisation, twice is enough
@@ -446,11 +499,15 @@ def _lanczos(op, v0, *, target, max_basis, max_products, lower2=-np.inf, floor=0
             res = b * abs(vecs[-1, -1])
             gap = theta - second
             bound = res if not gap > 0 or not np.isfinite(gap) else min(res, res * res / gap)
-            y = vecs[:, -1] @ basis[:j + 1]
-            stop = bound <= target * theta or res <= floor * theta
-            if (stop and op.count >= min_steps) or b <= 1e-14 * max(theta, 1e-300):
+            # the residual alone bounds the distance of theta to an eigenvalue (no gap
+            # estimate): trusted from two products on; Kato-Temple needs min_steps
+            by_residual = res <= max(target, floor) * theta and op.count >= min(min_steps, 2)
+            by_gap = bound <= target * theta and op.count >= min_steps
+            if by_residual or by_gap or b <= 1e-14 * max(theta, 1e-300):
+                y = vecs[:, -1] @ basis[:j + 1]
                 return theta, y / np.linalg.norm(y), second, True
             basis[j + 1] = w / b
+        y = vecs[:, -1] @ basis[:max_basis]
         q = y / np.linalg.norm(y)
 
 
@@ -530,27 +587,33 @@ def _compressed(lin, d):
 
 #: Below this number of tokens every product is in float64 (float32 saves little there).
 _MIXED_PRECISION_MIN_TOKENS = 256
+#: Weight of the token matrix X (the direction that scales every token) in the start vector.
+_START_WEIGHT_X = 1.0
 #: Fewest products from a fresh (not warm) start before the stopping test is trusted.
 _LANCZOS_MIN_STEPS = 5
 #: Memory budget of the Lanczos basis (bytes); the basis restarts when it is full.
 _LANCZOS_BASIS_BYTES = 2**28
 
 
-def _lanczos_top(clin, n, d_in, *, tol, v0, seed, maxiter):
+def _lanczos_top(clin, n, d_in, *, tol, v0, seed, maxiter, X_in):
     """Top eigenpair of the normal operator by Lanczos: float32 phase, then float64."""
     dim = n * d_in
     if v0 is None:
         rnd = np.random.default_rng(seed).standard_normal(dim)
         start = _structured_start(clin, n, d_in) + rnd / np.linalg.norm(rnd)
+        norm_X = np.linalg.norm(X_in)
+        if norm_X > 0:  # the direction scaling every token (sharpens attention)
+            start = start + _START_WEIGHT_X * X_in.ravel() / norm_X
         min_steps = min(_LANCZOS_MIN_STEPS, dim)
     else:
         start, min_steps = v0, 1
     max_basis = int(min(40, max(8, _LANCZOS_BASIS_BYTES // (8 * dim)), dim))
     max_products = 2000 if maxiter is None else maxiter
-    op64 = _NormalOperator(clin, np.float64)
+    tokens = _low_rank_tokens(clin.kX[0]) if clin.heads.K is None else None
+    op64 = _NormalOperator(clin, np.float64, tokens)
     second, used = -np.inf, 0
     if n >= _MIXED_PRECISION_MIN_TOKENS and max(tol, 1e-8) < 1:
-        op32 = _NormalOperator(clin, np.float32)
+        op32 = _NormalOperator(clin, np.float32, tokens)
         _, start, second, _ = _lanczos(op32, start, target=max(tol, 1e-8),
                                        max_basis=max_basis, max_products=max_products // 2,
                                        floor=1e-5, min_steps=min_steps)
@@ -566,7 +629,8 @@ def _lanczos_top(clin, n, d_in, *, tol, v0, seed, maxiter):
     return lam, z, op64.count
 
 
-def _top_singular(lin, n, d, *, tol, v0, seed, ncv, maxiter, method="lanczos"):
+def _top_singular(lin, X, *, tol, v0, seed, ncv, maxiter, method="lanczos", vectors=True):
+    n, d = X.shape
     d_in = d
     clin, U = _compressed(lin, d)
     if U is not None:
@@ -590,7 +654,8 @@ def _top_singular(lin, n, d, *, tol, v0, seed, ncv, maxiter, method="lanczos"):
         lam, z = s[0] ** 2, Wt[0]
         count[0] = dim
     elif method == "lanczos":
-        lam, z, count[0] = _lanczos_top(clin, n, d_in, tol=tol, v0=v0, seed=seed,
+        X_in = X if U is None else X @ U
+        lam, z, count[0] = _lanczos_top(clin, n, d_in, tol=tol, v0=v0, seed=seed, X_in=X_in,
                                         maxiter=maxiter)
     else:
         if v0 is None:
@@ -599,11 +664,13 @@ def _top_singular(lin, n, d, *, tol, v0, seed, ncv, maxiter, method="lanczos"):
         ncv_eff = min(dim - 1, max(ncv, 3))
         vals, vecs = eigsh(op, k=1, which="LA", tol=tol, v0=v0, ncv=ncv_eff, maxiter=maxiter)
         lam, z = float(vals[0]), vecs[:, 0]
+    value = float(np.sqrt(max(lam, 0.0)))
+    if not vectors:  # the value alone: no image product
+        return LipschitzResult(value, None, None, count[0])
     right = z.reshape(n, d_in)
     if U is not None:
         right = right @ U.T
     right = right / np.linalg.norm(right)
-    value = float(np.sqrt(max(lam, 0.0)))
     image = _apply_jvp(lin, right)
     norm = np.linalg.norm(image)
     left = image / norm if norm > 0 else image
@@ -638,11 +705,18 @@ def local_lipschitz(X, A, V, *, causal=False, weights=None, tol=1e-6, return_vec
     module docstring). Tiny problems (dimension :math:`\le 64`) use a dense SVD.
 
     **Default** (``method="lanczos"``): Lanczos with full reorthogonalisation on :math:`N`,
-    started from the top singular vectors of the attention matrix :math:`P` (over tokens)
-    and of :math:`V` (over dimensions) plus a seeded random component. From
-    :math:`n \ge 256` tokens on, the first phase applies :math:`N` in float32 (half the cost
-    per product) and a float64 phase restarted from its Ritz vector certifies the result:
-    every returned value passes the float64 stopping test below. ``method="arpack"`` runs
+    started from the sum of three unit vectors: the outer product of the top singular
+    vectors of the attention matrix :math:`P` (over tokens) and of :math:`V` (over
+    dimensions), the tokens :math:`X` themselves (the direction that scales every token and
+    sharpens attention; for tokens in tight clusters of large norm, :math:`NX` is already
+    close to the top direction), and a seeded random vector. When the tokens span fewer
+    than :math:`3d/4` dimensions (for instance :math:`n < 3d/4`, or the adversarial
+    configurations of rank one), a dense head works in the exact factorisation
+    :math:`X = UC` of rank :math:`r = \operatorname{rank} X`, which makes six of the eight
+    :math:`n^2 d` products of :math:`N` cost :math:`n^2 r`. From :math:`n \ge 256` tokens on,
+    the first phase applies :math:`N` in float32 (half the cost per product) and a float64
+    phase restarted from its Ritz vector certifies the result: every returned value passes
+    the float64 stopping test below. ``method="arpack"`` runs
     ARPACK (:func:`scipy.sparse.linalg.eigsh`, ``ncv`` vectors, which converges far beyond
     ``tol`` at the price of more products) on the same operator in float64.
 
@@ -658,14 +732,15 @@ def local_lipschitz(X, A, V, *, causal=False, weights=None, tol=1e-6, return_vec
         \|r\|^2/(\theta - \theta_2))` with :math:`r` the Ritz residual, :math:`\theta`
         and :math:`\theta_2` the two largest Ritz values, is at most ``tol`` times
         :math:`\theta`; since :math:`\sigma = \lambda^{1/2}`, the constant is then within
-        ``tol / 2`` (a factor 2 of margin for the gap, estimated by :math:`\theta_2`). With
+        ``tol / 2`` (a factor 2 of margin for the gap, estimated by :math:`\theta_2`); it
+        also stops when :math:`\|r\| \le` ``tol`` :math:`\theta` alone. With
         ``method="arpack"``, ``tol`` is ARPACK's: the Ritz residual is below ``tol`` times
         the Ritz value (the eigenvalue error is then typically far smaller). Like every
         Krylov method, a start vector exactly orthogonal to the top singular vector would
         miss it; the random component of the default start excludes that in practice.
     return_vectors : bool
         Return a :class:`LipschitzResult` (value, top singular vectors, number of products)
-        instead of the float.
+        instead of the float (one more product, with :math:`D_X f`, for the left vector).
     v0 : array (n, d), optional
         Starting direction (warm start, e.g. the top direction of a nearby problem); used
         as given, without the structured start.
@@ -684,8 +759,8 @@ def local_lipschitz(X, A, V, *, causal=False, weights=None, tol=1e-6, return_vec
     """
     tol, seed, ncv, maxiter = _lipschitz_options(tol, seed, ncv, maxiter, method)
     X, lin = _prepare(X, A, V, causal, weights, multi=False)
-    res = _top_singular(lin, *X.shape, tol=tol, v0=v0, seed=seed, ncv=ncv, maxiter=maxiter,
-                        method=method)
+    res = _top_singular(lin, X, tol=tol, v0=v0, seed=seed, ncv=ncv, maxiter=maxiter,
+                        method=method, vectors=bool(return_vectors))
     return res if return_vectors else res.value
 
 
@@ -698,8 +773,8 @@ def local_lipschitz_multihead(X, As, Vs, *, causal=False, weights=None, tol=1e-6
     """
     tol, seed, ncv, maxiter = _lipschitz_options(tol, seed, ncv, maxiter, method)
     X, lin = _prepare(X, As, Vs, causal, weights, multi=True)
-    res = _top_singular(lin, *X.shape, tol=tol, v0=v0, seed=seed, ncv=ncv, maxiter=maxiter,
-                        method=method)
+    res = _top_singular(lin, X, tol=tol, v0=v0, seed=seed, ncv=ncv, maxiter=maxiter,
+                        method=method, vectors=bool(return_vectors))
     return res if return_vectors else res.value
 
 
