@@ -603,10 +603,12 @@ def energy_mirror_descent(Y, beta=1.0, D=None, *, maximise=False, steps=2000, st
 def dirac_pair_threshold(lam_max, lam_min):
     r"""Inverse temperature where the balanced antipodal pair overtakes the Dirac mass.
 
-    Candidates for the maximum of :func:`energy` with a symmetric ``D`` of extreme eigenvalues
-    :math:`\lambda_{\max}` and :math:`\lambda_{\min}`: a Dirac mass at a top eigenvector,
-    :math:`e^{\beta\lambda_{\max}}/(2\beta)`, and the balanced antipodal pair on a bottom
-    eigenvector, :math:`\cosh(\beta\lambda_{\min})/(2\beta)` (chapter 7). Returns the
+    For a symmetric ``D`` of extreme eigenvalues :math:`\lambda_{\max}` and
+    :math:`\lambda_{\min}`, the maximum of :func:`energy` over probability measures on the
+    sphere is the larger of :math:`e^{\beta\lambda_{\max}}/(2\beta)` (a Dirac mass at a top
+    eigenvector) and :math:`\cosh(\beta\lambda_{\min})/(2\beta)` (the balanced antipodal pair
+    on a bottom eigenvector), as proved in chapter 7 (the setting is that of Burger, Kabri,
+    Korolev, Roith and Weigand, 2025). Returns the
     :math:`\beta^* \ge 0` with :math:`\cosh(\beta^*\lambda_{\min}) = e^{\beta^*\lambda_{\max}}`,
     the pair winning for :math:`\beta > \beta^*`: ``0.0`` if :math:`\lambda_{\max} \le 0` (the
     pair always wins) and ``inf`` if :math:`|\lambda_{\min}| \le \lambda_{\max}` (the Dirac
