@@ -414,3 +414,25 @@ def test_sa_kinetic_energy_is_bounded_by_the_energy_gap():
     gain = sphere.energy(U[-1], beta) - sphere.energy(U[0], beta)
     assert np.exp(-beta) / n * simpson(kinetic, x=times) <= gain
     assert gain <= np.exp(beta) / (2 * beta) - sphere.energy(U[0], beta)
+
+
+def test_energy_never_exceeds_the_two_candidates():
+    # chapter 7: max E = max(e^{beta lam_max}, cosh(beta lam_min)) / (2 beta), any symmetric D
+    rng = np.random.default_rng(15)
+    for _ in range(40):
+        d = int(rng.integers(2, 5))
+        D = random_symmetric(d, rng)
+        lam = np.linalg.eigvalsh(D)
+        beta = rng.uniform(0.1, 3.0)
+        best = max(np.exp(beta * lam[-1]), np.cosh(beta * lam[0])) / (2 * beta)
+        for m in (1, 2, 5, 20):
+            Y = sphere.uniform_on_sphere(m, d, rng)
+            w = rng.dirichlet(np.ones(m))
+            assert sphere.energy(Y, beta, D, w) <= best * (1 + 1e-12)
+            Ys, ws = np.vstack([Y, -Y]), np.concatenate([w, w]) / 2
+            assert sphere.energy(Ys, beta, D, ws) <= best * (1 + 1e-12)
+        # attained by a Dirac mass at a top eigenvector or a balanced pair at a bottom one
+        _, U = np.linalg.eigh(D)
+        cands = [sphere.energy(U[:, -1:].T, beta, D),
+                 sphere.energy(np.array([U[:, 0], -U[:, 0]]), beta, D)]
+        assert np.isclose(max(cands), best, rtol=1e-13)
