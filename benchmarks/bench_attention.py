@@ -1,57 +1,57 @@
-"""Speed and memory of softmax attention, against its floor and a naive dense implementation.
+r"""Softmax attention: the library against PyTorch and against its two-GEMM floor.
 
-Softmax attention ``transformer_pde.attention.softmax`` costs ``O(n^2 d)`` work. This script
-measures, in the same run and at the same sizes:
+``transformer_pde.attention.softmax`` (log-sum-exp, queries processed in chunks) is timed, in
+the same run and at the same sizes, against
 
-- **softmax**: the library function (log-sum-exp, queries processed in chunks);
+- **PyTorch**: ``torch.nn.functional.scaled_dot_product_attention`` in float64 with
+  ``scale=1``, queries :math:`A x_i`, keys :math:`x_j` and values :math:`V x_j` (the
+  projections are computed inside the timed call, as the library computes them);
 - **floor**: the two matrix products no implementation can avoid, the logits
-  ``(n, d) x (d, n)`` and the values ``(n, n) x (n, d)``, chunked over queries exactly like
-  the library (so the same BLAS shapes), with no exponential or normalisation;
-- **naive**: a dense NumPy implementation (full ``n x n`` logits, ``exp``, row normalisation,
-  one product), skipped where its arrays would exceed ``--dense-limit-gib``.
+  ``(n, d) x (d, n)`` and the values ``(n, n) x (n, d)``, in chunks of 512 queries (large
+  enough for efficient products, and an ``n x n`` matrix would not fit at ``n = 16000``),
+  with no exponential or normalisation.
 
-It prints the best of ``--repeats`` wall-clock times (``time.perf_counter``) and the ratios
-softmax/floor and softmax/naive, then the peak memory of softmax at ``n = 10^5``, ``d = 2``
-(``tracemalloc`` for NumPy's allocations, and the peak resident set size of a fresh
-subprocess: ``VmHWM`` of ``/proc/self/status`` on Linux, else ``resource.getrusage``)
-against the 1 GiB budget and the ``8 n^2`` bytes of one dense ``n x n`` float64 matrix.
+Both NumPy's BLAS and PyTorch use 2 threads (``OPENBLAS_NUM_THREADS=2``,
+``torch.set_num_threads(2)``). Before timing, the library's and PyTorch's outputs are
+compared on 256 query rows with a direct float64 evaluation (full logits of those rows,
+``exp`` after subtracting the row maximum, normalisation); both must agree to ``1e-10``
+relative to the largest output. Times are min and median over ``--repeats`` interleaved
+runs (library, PyTorch and floor alternate). Then the peak memory of the library at
+``n = 10^5``, ``d = 2`` (``tracemalloc`` for NumPy's allocations; the peak resident set of
+a fresh process), against the 1 GiB budget.
+
+Writes ``book/generated/bench_attention.md`` and ``.png`` (the performance appendix of
+the book includes them).
 
 Usage::
 
     python benchmarks/bench_attention.py           # n in {1000, 4000, 16000}, d in {2, 64, 384}
-    python benchmarks/bench_attention.py --quick   # smaller sizes, seconds
-
-Timings depend on the machine, its load and its BLAS threads: compare the ratios, which are
-measured in the same run. On a shared machine, ``OPENBLAS_NUM_THREADS=1`` gives steadier numbers.
+    python benchmarks/bench_attention.py --quick   # smaller sizes, no files written
 """
 
-import argparse
 import os
-import subprocess
-import sys
-import time
-import tracemalloc
 
-import numpy as np
-from transformer_pde import attention
+THREADS = 2
+os.environ.setdefault("OPENBLAS_NUM_THREADS", str(THREADS))
+os.environ.setdefault("OMP_NUM_THREADS", str(THREADS))
+
+import argparse  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tracemalloc  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(__file__))
+import _common  # noqa: E402
+from transformer_pde import attention  # noqa: E402
 
 GIB = 2.0**30
 MIB = 2.0**20
-
-
-def best_times(fns, repeats):
-    """Best of ``repeats`` wall-clock times of each ``fn()``, in seconds.
-
-    The functions run in turn within each repeat, so a change of machine load affects them
-    alike and their ratios stay meaningful.
-    """
-    best = [np.inf] * len(fns)
-    for _ in range(repeats):
-        for k, fn in enumerate(fns):
-            start = time.perf_counter()
-            fn()
-            best[k] = min(best[k], time.perf_counter() - start)
-    return best
+RTOL = 1e-10
+CHECK_ROWS = 256
+FLOOR_TARGET = 1.3
+FLOOR_ROWS = 512
 
 
 def problem(n, d, seed=0):
@@ -62,15 +62,23 @@ def problem(n, d, seed=0):
     return X, A, V
 
 
+def reference_rows(X, A, V, rows):
+    """Direct float64 softmax attention of the query rows ``rows`` (full logits of each)."""
+    L = (X[rows] @ A.T) @ X.T
+    L -= L.max(axis=1, keepdims=True)
+    E = np.exp(L)
+    return (E / E.sum(axis=1, keepdims=True)) @ (X @ V.T)
+
+
 def floor_products(X, A, V):
-    """A closure doing only the unavoidable products, chunked over queries like the library."""
+    """A closure doing only the unavoidable products, chunked over queries."""
     n, d = X.shape
-    chunk = max(1, attention.DEFAULT_BLOCK_ELEMENTS // n)
-    AX = X @ A.T
-    values = X @ V.T
-    block = np.random.default_rng(1).random((chunk, n))  # stands for the exponentiated logits
+    chunk = min(n, FLOOR_ROWS)
+    block = np.random.default_rng(1).random((chunk, n))  # stands for the exponentials
 
     def run():
+        AX = X @ A.T
+        values = X @ V.T
         for start in range(0, n, chunk):
             stop = min(start + chunk, n)
             AX[start:stop] @ X.T  # (c, d) x (d, n): logits
@@ -79,50 +87,42 @@ def floor_products(X, A, V):
     return run
 
 
-def naive_softmax(X, A, V):
-    """Dense softmax attention: full (n, n) logits, no chunking."""
-    L = (X @ A.T) @ X.T
-    L -= L.max(axis=1, keepdims=True)
-    E = np.exp(L)
-    return (E / E.sum(axis=1, keepdims=True)) @ (X @ V.T)
+def torch_attention(torch, X, A, V):
+    """``scaled_dot_product_attention`` with queries A x_i, keys x_j, values V x_j."""
+    F = torch.nn.functional
+    Xt, At, Vt = (torch.from_numpy(np.ascontiguousarray(M)) for M in (X, A, V))
+
+    def run():
+        q = (Xt @ At.T)[None, None]
+        v = (Xt @ Vt.T)[None, None]
+        return F.scaled_dot_product_attention(q, Xt[None, None], v, scale=1.0)[0, 0]
+
+    return run
 
 
-def naive_bytes(n):
-    """Peak of :func:`naive_softmax`: the logits, their exponential and the normalised copy."""
-    return 3 * 8 * n * n
-
-
-def time_table(ns, ds, repeats, dense_limit_gib):
-    print(f"Softmax attention: best of {repeats} runs, times in milliseconds")
-    header = (f"{'n':>6} {'d':>4} {'softmax':>9} {'floor':>9} {'naive':>9} "
-              f"{'softmax/floor':>14} {'softmax/naive':>14}")
-    print(header)
-    print("-" * len(header))
-    skipped = []
-    for n in ns:
-        for d in ds:
-            X, A, V = problem(n, d)
-            fns = [lambda X=X, A=A, V=V: attention.softmax(X, A, V), floor_products(X, A, V)]
-            dense = naive_bytes(n) <= dense_limit_gib * GIB
-            if dense:
-                ref = naive_softmax(X, A, V)
-                err = np.abs(ref - attention.softmax(X, A, V)).max()
-                assert err < 1e-10 * max(1.0, np.abs(ref).max()), err
-                del ref
-                fns.append(lambda X=X, A=A, V=V: naive_softmax(X, A, V))
-            t_att, t_floor, *t_naive = best_times(fns, repeats)
-            if dense:
-                naive_col = f"{1e3 * t_naive[0]:9.2f}"
-                ratio_naive = f"{t_att / t_naive[0]:14.2f}"
-            else:
-                skipped.append(n)
-                naive_col = f"{'skipped':>9}"
-                ratio_naive = f"{'-':>14}"
-            print(f"{n:6d} {d:4d} {1e3 * t_att:9.2f} {1e3 * t_floor:9.2f} {naive_col} "
-                  f"{t_att / t_floor:14.2f} {ratio_naive}")
-    for n in sorted(set(skipped)):
-        print(f"naive skipped at n = {n}: its dense arrays need {naive_bytes(n) / GIB:.1f} GiB "
-              f"> {dense_limit_gib:g} GiB")
+def measure(torch, n, d, repeats):
+    X, A, V = problem(n, d)
+    ours = lambda: attention.softmax(X, A, V)  # noqa: E731
+    peer = torch_attention(torch, X, A, V)
+    floor = floor_products(X, A, V)
+    rows = np.random.default_rng(2).choice(n, size=min(CHECK_ROWS, n), replace=False)
+    ref = reference_rows(X, A, V, rows)
+    scale = np.abs(ref).max()
+    err_ours = np.abs(ours()[rows] - ref).max() / scale
+    err_peer = np.abs(peer().numpy()[rows] - ref).max() / scale
+    assert err_ours <= RTOL, ("library", n, d, err_ours)
+    assert err_peer <= RTOL, ("PyTorch", n, d, err_peer)
+    t_ours, t_peer, t_floor = _common.interleaved([ours, peer, floor], repeats)
+    row = dict(n=n, d=d, ours=_common.stats(t_ours), peer=_common.stats(t_peer),
+               floor=_common.stats(t_floor), err_ours=err_ours, err_peer=err_peer)
+    vs_peer = [row["ours"][k] / row["peer"][k] for k in range(2)]
+    vs_floor = [row["ours"][k] / row["floor"][k] for k in range(2)]
+    print(f"n={n:6d} d={d:4d}  library {1e3 * row['ours'][0]:9.2f} ms  PyTorch "
+          f"{1e3 * row['peer'][0]:9.2f} ms  floor {1e3 * row['floor'][0]:9.2f} ms  "
+          f"library/PyTorch {vs_peer[0]:5.2f} (median {vs_peer[1]:5.2f})  library/floor "
+          f"{vs_floor[0]:5.2f} (median {vs_floor[1]:5.2f})  errors {err_ours:.1e}, "
+          f"{err_peer:.1e}", flush=True)
+    return row
 
 
 CHILD = """
@@ -154,47 +154,109 @@ print(before, after)
 """
 
 
-def memory_report(n, d):
+def memory(n, d):
+    """Peak memory of one call: (tracemalloc peak, RSS before, RSS after), in bytes."""
     X, A, V = problem(n, d)
-    dense = 8 * n * n
-    print(f"\nPeak memory of softmax attention at n = {n}, d = {d} "
-          f"(budget 1024 MiB; one dense n x n float64 matrix: {dense / MIB:,.0f} MiB)")
     tracemalloc.start()
     tracemalloc.reset_peak()
     base = tracemalloc.get_traced_memory()[0]
-    elapsed = best_times([lambda: attention.softmax(X, A, V)], 1)[0]
+    attention.softmax(X, A, V)
     peak = tracemalloc.get_traced_memory()[1] - base
     tracemalloc.stop()
-    print(f"  tracemalloc peak of NumPy allocations during the call: {peak / MIB:8.1f} MiB "
-          f"({peak / GIB:.3f} of the 1 GiB budget, {peak / dense:.2e} of dense) [{elapsed:.1f} s]")
-    # resident set size of a fresh process: includes the interpreter, NumPy and SciPy
     res = subprocess.run([sys.executable, "-c", CHILD, str(n), str(d)], capture_output=True,
                          text=True, check=True)
-    before, after = (int(v) * 1024 for v in res.stdout.split())  # both are in KiB on Linux
-    print(f"  peak RSS of a fresh process (interpreter, NumPy, SciPy, data, call): "
-          f"{after / MIB:.1f} MiB ({before / MIB:.1f} MiB before the call)")
+    before, after = (int(v) * 1024 for v in res.stdout.split())  # KiB on Linux
+    print(f"memory n={n} d={d}: tracemalloc peak {peak / MIB:.1f} MiB, fresh-process peak RSS "
+          f"{after / MIB:.1f} MiB ({before / MIB:.1f} MiB before the call)", flush=True)
     assert after < GIB, "softmax exceeded the 1 GiB memory budget"
+    return peak, before, after
+
+
+def report(rows, mem, n_mem, repeats, machine):
+    header = ["n", "d", "library ms (min / median)", "PyTorch ms (min / median)",
+              "floor ms (min / median)", "library / PyTorch (min / median)",
+              "library / floor (min / median)", "rel. error library", "rel. error PyTorch"]
+    body = []
+    for r in rows:
+        body.append([r["n"], r["d"],
+                     f"{1e3 * r['ours'][0]:.3g} / {1e3 * r['ours'][1]:.3g}",
+                     f"{1e3 * r['peer'][0]:.3g} / {1e3 * r['peer'][1]:.3g}",
+                     f"{1e3 * r['floor'][0]:.3g} / {1e3 * r['floor'][1]:.3g}",
+                     f"{r['ours'][0] / r['peer'][0]:.2f} / {r['ours'][1] / r['peer'][1]:.2f}",
+                     f"{r['ours'][0] / r['floor'][0]:.2f} / {r['ours'][1] / r['floor'][1]:.2f}",
+                     f"{r['err_ours']:.1e}", f"{r['err_peer']:.1e}"])
+    peak, before, after = mem
+    slower = [(r["n"], r["d"]) for r in rows if r["ours"][1] > r["peer"][1]]
+    off_floor = [(r["n"], r["d"]) for r in rows
+                 if r["d"] >= 64 and r["ours"][1] > FLOOR_TARGET * r["floor"][1]]
+
+    def sizes(lst):
+        return ", ".join(f"(n = {n}, d = {d})" for n, d in lst) or "none"
+
+    return (f"{machine} Float64; NumPy's BLAS and PyTorch on {THREADS} threads. Times in "
+            f"milliseconds over {repeats} interleaved runs; ratios are library time / peer "
+            f"time (below 1: the library is faster). Errors: largest deviation from a direct "
+            f"float64 evaluation on {CHECK_ROWS} query rows, relative to the largest output.\n\n"
+            + _common.markdown_table(header, body) + "\n\n"
+            f"Sizes where the library's median time is above PyTorch's: {sizes(slower)}. "
+            f"Sizes with d ≥ 64 where it is above {FLOOR_TARGET}× the floor (median): "
+            f"{sizes(off_floor)}.\n\n"
+            f"Memory at n = {n_mem:,}, d = 2 (one dense n × n float64 matrix would take "
+            f"{8 * n_mem**2 / GIB:.0f} GiB): NumPy allocations during the call peak at "
+            f"{peak / MIB:.0f} MiB (tracemalloc); a fresh process running the call peaks at "
+            f"{after / MIB:.0f} MiB resident ({before / MIB:.0f} MiB before it: interpreter, "
+            f"NumPy, SciPy, data).\n")
+
+
+def figure(rows, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from transformer_pde.plotting import use_house_style
+
+    use_house_style()
+    ns = sorted({r["n"] for r in rows})
+    ds = sorted({r["d"] for r in rows})
+    fig, axes = plt.subplots(1, 2, figsize=(6.8, 2.8), sharey=False)
+    width = 0.8 / len(ns)
+    x = np.arange(len(ds))
+    for ax, key, title, target in ((axes[0], "peer", "library / PyTorch", 1.0),
+                                   (axes[1], "floor", "library / two-GEMM floor", FLOOR_TARGET)):
+        for k, n in enumerate(ns):
+            sel = {r["d"]: r for r in rows if r["n"] == n}
+            med = [sel[d]["ours"][1] / sel[d][key][1] if d in sel else np.nan for d in ds]
+            ax.bar(x + (k - (len(ns) - 1) / 2) * width, med, width=width, label=f"n = {n}")
+        ax.axhline(target, color="k", ls="--", lw=1)
+        ax.set_xticks(x, [f"d = {d}" for d in ds])
+        ax.set_ylabel(f"{title}\n(median time ratio)")
+    axes[0].legend(fontsize=9)
+    fig.savefig(path)
+    print(f"wrote {path}")
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
-                        help="small sizes (n in {500, 1000, 2000}, d in {2, 64}; memory at "
-                             "n = 20000)")
-    parser.add_argument("--repeats", type=int, default=3, help="best of this many runs")
-    parser.add_argument("--memory-only", action="store_true", help="skip the timing table")
-    parser.add_argument("--dense-limit-gib", type=float, default=4.0,
-                        help="skip the naive dense baseline above this memory")
+                        help="n in {500, 2000}, d in {2, 64}, memory at n = 20000; no files")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--no-write", action="store_true", help="do not write book/generated")
     args = parser.parse_args()
+    import torch
+
+    torch.set_num_threads(THREADS)
     if args.quick:
-        ns, ds, n_mem = (500, 1000, 2000), (2, 64), 20_000
+        ns, ds, n_mem = (500, 2000), (2, 64), 20_000
     else:
         ns, ds, n_mem = (1000, 4000, 16000), (2, 64, 384), 100_000
-    threads = os.environ.get("OPENBLAS_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "default"))
-    print(f"NumPy {np.__version__}, BLAS threads: {threads}")
-    if not args.memory_only:
-        time_table(ns, ds, args.repeats, args.dense_limit_gib)
-    memory_report(n_mem, 2)
+    machine = _common.machine_line(torch)
+    print(machine)
+    rows = [measure(torch, n, d, args.repeats) for n in ns for d in ds]
+    mem = memory(n_mem, 2)
+    text = report(rows, mem, n_mem, args.repeats, machine)
+    print(text)
+    if not args.no_write and not args.quick:
+        _common.write_result("attention", text)
+        figure(rows, _common.GENERATED / "bench_attention.png")
 
 
 if __name__ == "__main__":

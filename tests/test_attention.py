@@ -810,3 +810,15 @@ def test_overflowing_logits_raise_a_clear_error():
     with pytest.raises(ValueError, match="overflow"):
         with np.errstate(over="ignore"):
             attention.softmax(X, np.eye(2), np.eye(2))
+
+
+def test_chunks_on_several_threads_raise_the_error_of_their_query():
+    # n = 1100, d = 2: chunks computed concurrently; the error of the last query reaches
+    # the caller, and the caller's np.errstate applies on the threads too
+    rng = np.random.default_rng(12)
+    X = rng.normal(size=(1100, 2))
+    queries = X.copy()
+    queries[-1] = [1e300, 1e300]  # its logits overflow to inf
+    with pytest.raises(ValueError, match="query 1099 overflow"):
+        with np.errstate(over="ignore", invalid="ignore"):
+            attention.softmax(X, 1e10 * np.eye(2), np.eye(2), queries=queries)

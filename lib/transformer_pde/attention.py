@@ -20,6 +20,10 @@ Sander et al. (2022) for Sinkhorn attention, Ramapuram et al. (2025) for sigmoid
 the measure-theoretic formulation follows Castin, Ablin, Carrillo and Peyré (2025).
 """
 
+import contextvars
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 from scipy.special import expit
 
@@ -37,8 +41,54 @@ __all__ = [
     "DEFAULT_BLOCK_ELEMENTS",
 ]
 
-#: Default number of float64 entries of one ``(chunk, n)`` block of logits (2 MiB, cache-sized).
+#: Default number of float64 entries of one ``(chunk, n)`` block of logits (2 MiB): a block
+#: stays in cache while it is shifted, exponentiated and multiplied. Chunks have at least
+#: ``min(256, 2 k)`` rows for logits of inner dimension ``k`` (efficient matrix products at
+#: large ``k``) and at least 8; at n = 10^5 and d = 2 a block is then 6.4 MB.
 DEFAULT_BLOCK_ELEMENTS = 2**18
+
+_MIN_CHUNK_ROWS = 8
+_MAX_GEMM_ROWS = 256
+
+#: Logits of inner dimension up to this are bound by the exponential, not by the matrix
+#: products: their chunks run concurrently on the cores (NumPy releases the GIL).
+_PARALLEL_CHUNKS_MAX_INNER = 16
+
+#: Concurrent chunks keep ``rows * n * max(inner, p + 1)`` below this, so that their matrix
+#: products are small enough for the BLAS to run them on the calling thread (OpenBLAS
+#: starts its own threads from 2^18 multiply-adds) instead of fighting over the cores.
+_SINGLE_THREAD_PRODUCT = 2**17
+
+#: Blocks with at least this many entries are exponentiated by several threads; smaller
+#: ones are not worth the hand-off.
+_THREADED_EXP_ELEMENTS = 2**16
+_THREADS = max(1, min(2, os.cpu_count() or 1))
+_pool = None
+
+
+def _get_pool():
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(_THREADS)
+    return _pool
+
+
+def _on_threads(fn, parts):
+    """``fn(part)`` for every part on the thread pool, each in a copy of the caller's context
+    (so that ``np.errstate`` applies there too); re-raises the first error."""
+    pool = _get_pool()
+    futures = [pool.submit(contextvars.copy_context().run, fn, part) for part in parts]
+    return [f.result() for f in futures]
+
+
+def _exp_rows_inplace(M):
+    """``np.exp(M, out=M)``, split by rows over the cores for large blocks (same values)."""
+    if _THREADS == 1 or M.size < _THREADED_EXP_ELEMENTS or M.shape[0] < 2:
+        return np.exp(M, out=M)
+    bounds = np.linspace(0, M.shape[0], _THREADS + 1).astype(int)
+    parts = [M[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    _on_threads(lambda part: np.exp(part, out=part), parts)
+    return M
 
 
 # --------------------------------------------------------------------------------------
@@ -73,10 +123,15 @@ def _log_weights(weights, w):
         return np.log(w)
 
 
-def _chunk_bounds(m, n, chunk_size):
-    """Row ranges ``[start, stop)`` covering ``m`` queries against ``n`` tokens."""
+def _chunk_bounds(m, n, chunk_size, inner=0):
+    """Row ranges ``[start, stop)`` covering ``m`` queries against ``n`` tokens.
+
+    ``inner`` is the inner dimension of the logits' matrix product (see
+    :data:`DEFAULT_BLOCK_ELEMENTS`).
+    """
     if chunk_size is None:
-        chunk_size = max(1, DEFAULT_BLOCK_ELEMENTS // max(n, 1))
+        chunk_size = max(_MIN_CHUNK_ROWS, DEFAULT_BLOCK_ELEMENTS // max(n, 1),
+                         min(_MAX_GEMM_ROWS, 2 * inner))
     else:
         chunk_size = _checks.positive_int(chunk_size, "chunk_size")
     for start in range(0, m, chunk_size):
@@ -99,7 +154,7 @@ def _masked_logits(logits, logw, start, causal):
     return logits
 
 
-def _exp_shifted(logits, start):
+def _exp_shifted(logits, start, threaded=True):
     """``exp(logits - rowmax)`` in place, with a clear error on a row without mass."""
     row_max = logits.max(axis=1, keepdims=True)
     if np.any(np.isnan(row_max) | np.isposinf(row_max)):
@@ -111,7 +166,7 @@ def _exp_shifted(logits, start):
         raise ValueError(f"weights: query {bad} attends only to tokens of zero weight, "
                          "so its attention is undefined")
     np.subtract(logits, row_max, out=logits)
-    return np.exp(logits, out=logits)
+    return _exp_rows_inplace(logits) if threaded else np.exp(logits, out=logits)
 
 
 def _row_softmax(logits, start):
@@ -120,21 +175,42 @@ def _row_softmax(logits, start):
     return E / E.sum(axis=1, keepdims=True)
 
 
-def _normalised_average(logit_block, values, logw, m, causal, chunk_size):
+def _normalised_average(logit_block, values, logw, m, causal, chunk_size, inner):
     r"""Rows :math:`\sum_j P_{ij} v_j` with :math:`P_{ij} \propto w_j e^{L_{ij}}`, chunked.
 
     ``logit_block(start, stop, ncols)`` returns the logits of queries ``start..stop-1``
-    against tokens ``0..ncols-1``. Numerator and denominator come from one matrix product
-    with ``[values, 1]``.
+    against tokens ``0..ncols-1`` (a matrix product of inner dimension ``inner``).
+    Numerator and denominator come from one matrix product with ``[values, 1]``. When
+    ``inner`` is small the work is the exponential, and chunks run on all cores at once;
+    otherwise chunks run in turn (the matrix products use the BLAS threads) and large
+    blocks are exponentiated on all cores.
     """
     n, p = values.shape
     values1 = np.hstack([values, np.ones((n, 1))])
     out = np.empty((m, p))
-    for start, stop in _chunk_bounds(m, n, chunk_size):
+    concurrent = _THREADS > 1 and inner <= _PARALLEL_CHUNKS_MAX_INNER and m > 1
+    if concurrent and chunk_size is None:
+        # small products, which BLAS runs on the calling thread: the cores go to the chunks
+        chunk_size = max(1, min(DEFAULT_BLOCK_ELEMENTS // max(n, 1),
+                                _SINGLE_THREAD_PRODUCT // (n * max(inner, p + 1))))
+    bounds = list(_chunk_bounds(m, n, chunk_size, inner))
+    concurrent = concurrent and len(bounds) > 1
+
+    def chunk(start_stop):
+        start, stop = start_stop
         ncols = min(stop, n) if causal else n
         logits = _masked_logits(logit_block(start, stop, ncols), logw, start, causal)
-        num_den = _exp_shifted(logits, start) @ values1[:ncols]
+        num_den = _exp_shifted(logits, start, threaded=not concurrent) @ values1[:ncols]
         out[start:stop] = num_den[:, :p] / num_den[:, p:]
+
+    def chunks(part):
+        for start_stop in part:
+            chunk(start_stop)
+
+    if concurrent:  # one task per core
+        _on_threads(chunks, [bounds[k::_THREADS] for k in range(_THREADS)])
+    else:
+        chunks(bounds)
     return out
 
 
@@ -202,7 +278,7 @@ def softmax(X, A, V, *, weights=None, causal=False, queries=None, chunk_size=Non
     A = _checks.matrix(A, "A", shape=(d, d))
     V = _checks.matrix(V, "V", cols=d)
     return _normalised_average(_softmax_logits(X, Y, A), X @ V.T, logw, Y.shape[0], causal,
-                               chunk_size)
+                               chunk_size, d)
 
 
 def softmax_matrix(X, A, *, weights=None, causal=False, queries=None):
@@ -240,7 +316,7 @@ def l2(X, Q, K, V, *, weights=None, causal=False, queries=None, chunk_size=None)
     Q, K = _checks.query_key(Q, K, d)
     V = _checks.matrix(V, "V", cols=d)
     return _normalised_average(_l2_logits(X, Y, Q, K), X @ V.T, logw, Y.shape[0], causal,
-                               chunk_size)
+                               chunk_size, Q.shape[0])
 
 
 def l2_matrix(X, Q, K, *, weights=None, causal=False, queries=None):
@@ -370,7 +446,8 @@ def sinkhorn(X, Q, K, V, *, weights=None, queries=None, n_steps=None, tol=1e-10,
     block = _l2_logits(X, Y, Q, K)
     values = X @ V.T
     if g_row is g:  # the last step normalised rows: a plain normalised average
-        return _normalised_average(block, values, logw + g, Y.shape[0], False, chunk_size)
+        return _normalised_average(block, values, logw + g, Y.shape[0], False, chunk_size,
+                                   Q.shape[0])
     # an even number of steps ends on a column normalisation: the rows of the kernel do not
     # sum to one. k(x, y) = e^{f(x) + g(y) - c(x, y)} with f from the previous row step.
     out = np.empty((Y.shape[0], values.shape[1]))
