@@ -13,15 +13,24 @@ import scipy
 GENERATED = Path(__file__).resolve().parents[1] / "book" / "generated"
 
 
+#: Pause before each timed call (seconds): NumPy's BLAS (OpenBLAS) and PyTorch (OpenMP) keep
+#: their threads spinning for a while after a call (OpenBLAS up to 2^28 cycles by default);
+#: without a pause they would take the cores from the other library's next call.
+SETTLE = 0.3
+
+
 def interleaved(fns, repeats):
     """Wall-clock times ``times[k][r]`` of ``fns[k]()`` in repeat ``r``, run in turn.
 
     The functions alternate within each repeat, so a change of machine load affects them
-    alike; report the min (least disturbed run) and the median of each.
+    alike; report the min (least disturbed run) and the median of each. Each call starts
+    after a pause of :data:`SETTLE` seconds (not timed), so that both libraries run with
+    their default threading without the other's idle threads in the way.
     """
     times = [[] for _ in fns]
     for _ in range(repeats):
         for k, fn in enumerate(fns):
+            time.sleep(SETTLE)
             start = time.perf_counter()
             fn()
             times[k].append(time.perf_counter() - start)

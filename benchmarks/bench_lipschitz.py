@@ -263,12 +263,14 @@ def main():
         sizes, names = [128], ["Gaussian", "clustered"]
     machine = _common.machine_line(torch)
     print(machine)
-    rows = [measure(torch, name, n, args.repeats) for n in sizes for name in names]
-    text = report(rows, args.repeats, machine)
+    rows = []
+    for n in sizes:  # the result files are rewritten after each size
+        rows += [measure(torch, name, n, args.repeats) for name in names]
+        text = report(rows, args.repeats, machine)
+        if not args.no_write and not args.quick:
+            _common.write_result("lipschitz", text)
+            figure(rows, _common.GENERATED / "bench_lipschitz.png")
     print(text)
-    if not args.no_write and not args.quick:
-        _common.write_result("lipschitz", text)
-        figure(rows, _common.GENERATED / "bench_lipschitz.png")
 
 
 if __name__ == "__main__":

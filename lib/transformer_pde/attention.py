@@ -44,7 +44,8 @@ __all__ = [
 #: Default number of float64 entries of one ``(chunk, n)`` block of logits (2 MiB): a block
 #: stays in cache while it is shifted, exponentiated and multiplied. Chunks have at least
 #: ``min(256, 2 k)`` rows for logits of inner dimension ``k`` (efficient matrix products at
-#: large ``k``) and at least 8; at n = 10^5 and d = 2 a block is then 6.4 MB.
+#: large ``k``) and at least 8 (fewer in the concurrent chunks below); at n = 10^5 and d = 2
+#: a block is then at most 6.4 MB.
 DEFAULT_BLOCK_ELEMENTS = 2**18
 
 _MIN_CHUNK_ROWS = 8
@@ -59,9 +60,6 @@ _PARALLEL_CHUNKS_MAX_INNER = 16
 #: starts its own threads from 2^18 multiply-adds) instead of fighting over the cores.
 _SINGLE_THREAD_PRODUCT = 2**17
 
-#: Blocks with at least this many entries are exponentiated by several threads; smaller
-#: ones are not worth the hand-off.
-_THREADED_EXP_ELEMENTS = 2**16
 _THREADS = max(1, min(2, os.cpu_count() or 1))
 _pool = None
 
@@ -79,16 +77,6 @@ def _on_threads(fn, parts):
     pool = _get_pool()
     futures = [pool.submit(contextvars.copy_context().run, fn, part) for part in parts]
     return [f.result() for f in futures]
-
-
-def _exp_rows_inplace(M):
-    """``np.exp(M, out=M)``, split by rows over the cores for large blocks (same values)."""
-    if _THREADS == 1 or M.size < _THREADED_EXP_ELEMENTS or M.shape[0] < 2:
-        return np.exp(M, out=M)
-    bounds = np.linspace(0, M.shape[0], _THREADS + 1).astype(int)
-    parts = [M[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-    _on_threads(lambda part: np.exp(part, out=part), parts)
-    return M
 
 
 # --------------------------------------------------------------------------------------
@@ -154,7 +142,7 @@ def _masked_logits(logits, logw, start, causal):
     return logits
 
 
-def _exp_shifted(logits, start, threaded=True):
+def _exp_shifted(logits, start):
     """``exp(logits - rowmax)`` in place, with a clear error on a row without mass."""
     row_max = logits.max(axis=1, keepdims=True)
     if np.any(np.isnan(row_max) | np.isposinf(row_max)):
@@ -166,7 +154,7 @@ def _exp_shifted(logits, start, threaded=True):
         raise ValueError(f"weights: query {bad} attends only to tokens of zero weight, "
                          "so its attention is undefined")
     np.subtract(logits, row_max, out=logits)
-    return _exp_rows_inplace(logits) if threaded else np.exp(logits, out=logits)
+    return np.exp(logits, out=logits)
 
 
 def _row_softmax(logits, start):
@@ -182,8 +170,9 @@ def _normalised_average(logit_block, values, logw, m, causal, chunk_size, inner)
     against tokens ``0..ncols-1`` (a matrix product of inner dimension ``inner``).
     Numerator and denominator come from one matrix product with ``[values, 1]``. When
     ``inner`` is small the work is the exponential, and chunks run on all cores at once;
-    otherwise chunks run in turn (the matrix products use the BLAS threads) and large
-    blocks are exponentiated on all cores.
+    otherwise chunks run in turn and the matrix products use the BLAS threads. (Splitting
+    the exponential of a block over threads there does not pay: OpenBLAS keeps its threads
+    spinning after each product, and they take the cores.)
     """
     n, p = values.shape
     values1 = np.hstack([values, np.ones((n, 1))])
@@ -200,7 +189,7 @@ def _normalised_average(logit_block, values, logw, m, causal, chunk_size, inner)
         start, stop = start_stop
         ncols = min(stop, n) if causal else n
         logits = _masked_logits(logit_block(start, stop, ncols), logw, start, causal)
-        num_den = _exp_shifted(logits, start, threaded=not concurrent) @ values1[:ncols]
+        num_den = _exp_shifted(logits, start) @ values1[:ncols]
         out[start:stop] = num_den[:, :p] / num_den[:, p:]
 
     def chunks(part):
