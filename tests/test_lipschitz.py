@@ -214,12 +214,13 @@ def test_lanczos_multihead_factored_honours_tol(rng):
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_low_rank_tokens_match_dense_svd(rng, causal):
-    # rank(X) < d: the normal operator works in the factorisation X = U C (rank 2 here, and
-    # rank n when n < d); weights and a rectangular V go through the same path
+    # small rank(X): the normal operator works in the factorisation X = U C (rank 2 with
+    # n > d, rank 1 with n < d); weights and a rectangular V go through the same path
     d, p = 16, 5
     A, V = rng.standard_normal((d, d)) / np.sqrt(d), rng.standard_normal((p, d))
     rank2 = rng.standard_normal((30, 2)) @ rng.standard_normal((2, d))
-    for X in (rank2, rng.standard_normal((8, d))):
+    rank1 = rng.standard_normal((10, 1)) @ rng.standard_normal((1, d))
+    for X in (rank2, rank1):
         w = rng.random(X.shape[0])
         w /= w.sum()
         exact = np.linalg.norm(L.jacobian_matrix(X, A, V, causal=causal, weights=w), 2)

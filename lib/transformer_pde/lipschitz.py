@@ -324,37 +324,34 @@ def jacobian_matrix_multihead(X, As, Vs, *, causal=False, weights=None):
 # the normal operator (D_X f)^T D_X f with everything that depends on X computed once
 # --------------------------------------------------------------------------------------
 
-#: Dense heads use the factorisation X = U C when rank(X) is at most this fraction of d.
-_LOW_RANK_FRACTION = 0.75
+#: Dense heads use the factorisation X = U C when rank (n + d) <= this fraction of n d: the
+#: factorisation turns products of size n^2 d into ones of size (n^2 + n d) rank.
+_LOW_RANK_FRACTION = 0.5
 
 
 def _low_rank_tokens(X):
-    r"""``(U, C)`` with ``X = U C`` to rounding and ``C`` of ``rank < d`` rows, or ``None``.
+    r"""``(U, C)`` with ``X = U C`` to rounding, of small rank, or ``None``.
 
-    With fewer tokens than dimensions, ``C`` is the orthonormal factor of the QR
-    decomposition of :math:`X^\top` (rank ``n``, exact). Otherwise the rank is the number
-    of eigenvalues of the Gram matrix :math:`X^\top X` above :math:`10^{-14}` times the
-    largest (singular values above :math:`10^{-7} s_1`), ``C`` the corresponding
-    eigenvectors (transposed) and ``U = X C^\top``. The factorisation is kept only if the
-    rank is at most :data:`_LOW_RANK_FRACTION` of ``d`` (else it saves nothing) and if the
-    dropped part is at rounding level, :math:`\|X - U C\|_F \le 10^{-13} \|X\|_F`
-    (checked). With it, every product of the normal operator with an ``(n, d)`` matrix built
-    from ``X`` costs :math:`n^2 \cdot \mathrm{rank}` instead of :math:`n^2 d`.
+    The rank is the number of eigenvalues of the smaller Gram matrix (:math:`XX^\top` or
+    :math:`X^\top X`) above :math:`10^{-14}` times the largest (singular values above
+    :math:`10^{-7} s_1`); ``U`` and ``C`` come from the corresponding eigenvectors. The
+    factorisation is kept only if ``rank (n + d) <= _LOW_RANK_FRACTION n d`` (else it
+    saves little or nothing) and if the dropped part is at rounding level,
+    :math:`\|X - U C\|_F \le 10^{-13} \|X\|_F` (checked). Then every product of the
+    normal operator with an ``(n, d)`` matrix built from ``X`` costs
+    :math:`(n^2 + nd)\,\mathrm{rank}` instead of :math:`n^2 d`.
     """
     n, d = X.shape
-    if n <= _LOW_RANK_FRACTION * d:
-        Qt, R = np.linalg.qr(X.T)
-        U, C = R.T, Qt.T
-    else:
-        gram = X.T @ X
-        ev = eigh(gram, eigvals_only=True)
-        if ev[-1] <= 0:
-            return None
-        rank = int(np.sum(ev > 1e-14 * ev[-1]))
-        if rank > _LOW_RANK_FRACTION * d:
-            return None
-        C = eigh(gram, subset_by_index=[d - rank, d - 1])[1].T
-        U = X @ C.T
+    gram = X @ X.T if n <= d else X.T @ X
+    m = gram.shape[0]
+    ev = eigh(gram, eigvals_only=True)
+    if ev[-1] <= 0:
+        return None
+    rank = int(np.sum(ev > 1e-14 * ev[-1]))
+    if rank * (n + d) > _LOW_RANK_FRACTION * n * d:
+        return None
+    vecs = eigh(gram, subset_by_index=[m - rank, m - 1])[1]
+    U, C = (vecs, vecs.T @ X) if n <= d else (X @ vecs, vecs.T)
     if np.linalg.norm(X - U @ C) > 1e-13 * np.linalg.norm(X):
         return None
     return U, C
@@ -709,14 +706,13 @@ def local_lipschitz(X, A, V, *, causal=False, weights=None, tol=1e-6, return_vec
     vectors of the attention matrix :math:`P` (over tokens) and of :math:`V` (over
     dimensions), the tokens :math:`X` themselves (the direction that scales every token and
     sharpens attention; for tokens in tight clusters of large norm, :math:`NX` is already
-    close to the top direction), and a seeded random vector. When the tokens span fewer
-    than :math:`3d/4` dimensions (for instance :math:`n < 3d/4`, or the adversarial
-    configurations of rank one), a dense head works in the exact factorisation
-    :math:`X = UC` of rank :math:`r = \operatorname{rank} X`, which makes six of the eight
-    :math:`n^2 d` products of :math:`N` cost :math:`n^2 r`. From :math:`n \ge 256` tokens on,
-    the first phase applies :math:`N` in float32 (half the cost per product) and a float64
-    phase restarted from its Ritz vector certifies the result: every returned value passes
-    the float64 stopping test below. ``method="arpack"`` runs
+    close to the top direction), and a seeded random vector. When the tokens have a small rank
+    :math:`r` (:math:`r(n + d) \le nd/2`, for instance the adversarial configurations of
+    rank one), a dense head works in the exact factorisation :math:`X = UC`, which makes
+    six of the eight :math:`n^2 d` products of :math:`N` cost :math:`(n^2 + nd) r`. From
+    :math:`n \ge 256` tokens on, the first phase applies :math:`N` in float32 (half the cost
+    per product) and a float64 phase restarted from its Ritz vector certifies the result:
+    every returned value passes the float64 stopping test below. ``method="arpack"`` runs
     ARPACK (:func:`scipy.sparse.linalg.eigsh`, ``ncv`` vectors, which converges far beyond
     ``tol`` at the price of more products) on the same operator in float64.
 
