@@ -26,6 +26,7 @@ Usage::
     python benchmarks/bench_lipschitz.py                  # n in {128, 512, 2048}
     python benchmarks/bench_lipschitz.py --sizes 128 512  # what fits a loaded machine
     python benchmarks/bench_lipschitz.py --quick          # n = 128, Gaussian and clustered
+    python benchmarks/bench_lipschitz.py --sizes 2048 --merge  # add one size to the results
 """
 
 import os
@@ -35,6 +36,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", str(THREADS))
 os.environ.setdefault("OMP_NUM_THREADS", str(THREADS))
 
 import argparse  # noqa: E402
+import json  # noqa: E402
 import sys  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -176,7 +178,8 @@ def measure(torch, name, n, repeats):
     t_ours, t_peer = _common.interleaved(
         [lambda: ours(X, A, V, multi, vectors=False, tol=TOL),
          lambda: power_iteration(torch, f, X)], repeats)
-    row = dict(name=name, n=n, ours=_common.stats(t_ours), peer=_common.stats(t_peer),
+    row = dict(name=name, n=n, repeats=repeats, ours=_common.stats(t_ours),
+               peer=_common.stats(t_peer),
                products=res.matvecs, steps=steps, err_ours=err_ours, err_peer=err_peer)
     print(f"{name:26s} n={n:5d}  ours {row['ours'][0]:8.3f} s ({res.matvecs:3d} products, err "
           f"{err_ours:.1e})  peer {row['peer'][0]:8.3f} s ({steps:4d} steps, err {err_peer:.1e})"
@@ -185,16 +188,16 @@ def measure(torch, name, n, repeats):
     return row
 
 
-def report(rows, repeats, machine):
+def report(rows, machine):
     header = ["workload", "n", "library s (min / median)", "products", "published s (min / median)",
               "power steps", "speed-up (min / median)", "rel. error library",
-              "rel. error published"]
+              "rel. error published", "runs"]
     body = []
     for r in rows:
         body.append([r["name"], r["n"], f"{r['ours'][0]:.3g} / {r['ours'][1]:.3g}", r["products"],
                      f"{r['peer'][0]:.3g} / {r['peer'][1]:.3g}", r["steps"],
                      f"{r['peer'][0] / r['ours'][0]:.1f}× / {r['peer'][1] / r['ours'][1]:.1f}×",
-                     f"{r['err_ours']:.1e}", f"{r['err_peer']:.1e}"])
+                     f"{r['err_ours']:.1e}", f"{r['err_peer']:.1e}", r["repeats"]])
     n_ch5 = 512 if any(r["n"] == 512 for r in rows) else rows[0]["n"]
     small = [[r["name"], r["products"], r["steps"],
               f"{r['peer'][1] / r['ours'][1]:.1f}×", f"{r['err_ours']:.1e}", f"{r['err_peer']:.1e}"]
@@ -202,8 +205,8 @@ def report(rows, repeats, machine):
     text = (f"{machine} Float64 results; both methods target a relative error of 1e-6 "
             f"(library: `tol=1e-6`; published method: power iteration on $J^\\top J$ with "
             f"`torch.func.jvp`/`vjp`, stopping when the eigenvalue estimate changes by at most "
-            f"1e-6, relative). Times in seconds over {repeats} interleaved runs; speed-up = "
-            f"published time / library time; errors against a tight reference "
+            f"1e-6, relative). Times in seconds over interleaved runs (their number in the last "
+            f"column); speed-up = published time / library time; errors against a tight reference "
             f"(`tol=1e-12`).\n\n" + _common.markdown_table(header, body) + "\n\n"
             f"Chapter 5 summary (n = {n_ch5}, d = {D}; median speed-up):\n\n"
             + _common.markdown_table(["input", "library products", "power-iteration steps",
@@ -237,7 +240,8 @@ def figure(rows, path):
     ax1.axvline(5, color="k", ls="--", lw=1)
     ax1.set_yticks(y + 0.4 - width / 2, [m.replace(", ", "\n") for m in names], fontsize=9)
     ax1.set_xlabel("speed-up over published method")
-    ax1.legend(fontsize=9, loc="lower right")
+    ax1.legend(fontsize=9, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(ns),
+               frameon=False)
     ax2.axvline(TOL, color="k", ls="--", lw=1)
     ax2.set_xscale("log")
     ax2.set_yticks(y + 0.4 - width / 2, [""] * len(names))
@@ -254,6 +258,8 @@ def main():
                         choices=list(WORKLOADS), metavar="NAME")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-write", action="store_true", help="do not write book/generated")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the other sizes' rows of book/generated/bench_lipschitz.json")
     args = parser.parse_args()
     import torch
 
@@ -263,13 +269,21 @@ def main():
         sizes, names = [128], ["Gaussian", "clustered"]
     machine = _common.machine_line(torch)
     print(machine)
+    saved = _common.GENERATED / "bench_lipschitz.json"
+    kept = []
+    if args.merge and saved.exists():
+        previous = json.loads(saved.read_text())
+        kept = [r for r in previous["rows"] if r["n"] not in sizes]
+        machine = previous["machine"] + " " + machine
     rows = []
     for n in sizes:  # the result files are rewritten after each size
         rows += [measure(torch, name, n, args.repeats) for name in names]
-        text = report(rows, args.repeats, machine)
+        everything = sorted(kept + rows, key=lambda r: r["n"])
+        text = report(everything, machine)
         if not args.no_write and not args.quick:
             _common.write_result("lipschitz", text)
-            figure(rows, _common.GENERATED / "bench_lipschitz.png")
+            saved.write_text(json.dumps({"machine": machine, "rows": everything}, indent=1))
+            figure(everything, _common.GENERATED / "bench_lipschitz.png")
     print(text)
 
 
