@@ -276,8 +276,8 @@ def main():
         kept = [r for r in previous["rows"] if r["n"] not in sizes]
         machine = previous["machine"] + " " + machine
     rows = []
-    for n in sizes:  # the result files are rewritten after each size
-        rows += [measure(torch, name, n, args.repeats) for name in names]
+    for n, name in ((n, name) for n in sizes for name in names):  # files rewritten each time
+        rows.append(measure(torch, name, n, args.repeats))
         everything = sorted(kept + rows, key=lambda r: r["n"])
         text = report(everything, machine)
         if not args.no_write and not args.quick:
