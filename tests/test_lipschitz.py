@@ -3,20 +3,9 @@ closed forms and a loop transcription of the released power iteration."""
 
 import numpy as np
 import pytest
+from _references import fd_jacobian
 from transformer_pde import lipschitz as L
 from transformer_pde.attention import multihead, softmax
-
-
-def _fd_jacobian(f, X, h=1e-6):
-    """Dense Jacobian of f at X by central differences, shape (n p, n d)."""
-    n, d = X.shape
-    cols = []
-    for c in range(n * d):
-        E = np.zeros(n * d)
-        E[c] = h
-        E = E.reshape(n, d)
-        cols.append(((f(X + E) - f(X - E)) / (2 * h)).ravel())
-    return np.stack(cols, axis=1)
 
 
 @pytest.fixture
@@ -40,7 +29,7 @@ def _factored(rng, H, k, d, p):
 def test_jvp_matches_finite_differences(rng, causal, weighted):
     X, A, V = _single(rng, p=2)
     w = rng.dirichlet(np.ones(X.shape[0])) if weighted else None
-    J = _fd_jacobian(lambda Y: softmax(Y, A, V, causal=causal, weights=w), X)
+    J = fd_jacobian(lambda Y: softmax(Y, A, V, causal=causal, weights=w), X)
     E = rng.standard_normal(X.shape)
     expected = (J @ E.ravel()).reshape(X.shape[0], 2)
     np.testing.assert_allclose(L.jvp(X, A, V, E, causal=causal, weights=w), expected,
@@ -75,7 +64,7 @@ def test_multihead_jvp_vjp(rng, causal):
     H, n, d = 3, 5, 4
     X = rng.standard_normal((n, d))
     As, Vs = rng.standard_normal((H, d, d)), rng.standard_normal((H, d, d))
-    J = _fd_jacobian(lambda Y: multihead(Y, As, Vs, causal=causal), X)
+    J = fd_jacobian(lambda Y: multihead(Y, As, Vs, causal=causal), X)
     np.testing.assert_allclose(L.jacobian_matrix_multihead(X, As, Vs, causal=causal), J,
                                rtol=1e-6, atol=1e-7)
     # the sum of the single-head Jacobians
@@ -109,7 +98,7 @@ def test_local_lipschitz_matches_dense_svd(rng, causal):
     n, d = 12, 8  # n d = 96 > 64: the ARPACK path
     X = rng.standard_normal((n, d))
     A, V = 0.5 * rng.standard_normal((d, d)), rng.standard_normal((d, d))
-    J = _fd_jacobian(lambda Y: softmax(Y, A, V, causal=causal), X)
+    J = fd_jacobian(lambda Y: softmax(Y, A, V, causal=causal), X)
     expected = np.linalg.norm(J, 2)
     res = L.local_lipschitz(X, A, V, causal=causal, tol=1e-10, return_vectors=True)
     assert res.value == pytest.approx(expected, rel=1e-6)

@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 import pytest
+from _references import fd_jacobian
 from transformer_pde import pretrained as pt
 from transformer_pde.attention import multihead, softmax_matrix
 
@@ -231,16 +232,6 @@ def test_sample_sequences_bad_inputs(args, name):
         pt.sample_sequences(*args)
 
 
-def _fd_jacobian(func, X, h=1e-5):
-    n, d = X.shape
-    cols = []
-    for c in range(n * d):
-        E = np.zeros(n * d)
-        E[c] = h
-        cols.append(((func(X + E.reshape(n, d)) - func(X - E.reshape(n, d))) / (2 * h)).ravel())
-    return np.stack(cols, axis=1)
-
-
 def test_attention_lipschitz_with_query_bias_is_the_norm_of_the_layer_jacobian():
     # a tiny two-head model (d = 4): the dense Jacobian by central differences is cheap
     m = _tiny_model(np.random.default_rng(1))
@@ -249,7 +240,7 @@ def test_attention_lipschitz_with_query_bias_is_the_norm_of_the_layer_jacobian()
     def attn(Y):
         return pt.self_attention(m, 0, Y)[0]
 
-    J = _fd_jacobian(attn, X)
+    J = fd_jacobian(attn, X, h=1e-5)
     res = pt.attention_lipschitz(m, 0, X, tol=1e-12, return_vectors=True)
     # central differences, h = 1e-5: truncation of order h^2 = 1e-10 (relative)
     assert res.value == pytest.approx(np.linalg.norm(J, 2), rel=1e-7)
@@ -260,7 +251,7 @@ def test_attention_lipschitz_with_query_bias_is_the_norm_of_the_layer_jacobian()
         np.sqrt(np.linalg.norm(J.T @ attn(X).ravel())), rel=1e-7)
     # without the query bias: the Jacobian of the layer with b_Q = 0
     m0 = m._replace(layers=(dict(m.layers[0], bq=np.zeros(4)),))
-    J0 = _fd_jacobian(lambda Y: pt.self_attention(m0, 0, Y)[0], X)
+    J0 = fd_jacobian(lambda Y: pt.self_attention(m0, 0, Y)[0], X, h=1e-5)
     assert pt.attention_lipschitz(m, 0, X, query_bias=False, tol=1e-12) == pytest.approx(
         np.linalg.norm(J0, 2), rel=1e-7)
     assert abs(np.linalg.norm(J0, 2) / res.value - 1) > 1e-3

@@ -106,3 +106,14 @@ def positive_float(x, name):
     if not np.isfinite(val) or val <= 0:
         raise ValueError(f"{name} must be a positive finite number, got {x!r}")
     return val
+
+
+def nonnegative_float(x, name):
+    """A finite float ``>= 0`` (a tolerance, a radius)."""
+    try:
+        val = float(x)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a non-negative number, got {x!r}") from None
+    if not np.isfinite(val) or val < 0:
+        raise ValueError(f"{name} must be a non-negative finite number, got {x!r}")
+    return val

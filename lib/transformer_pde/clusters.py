@@ -33,26 +33,6 @@ __all__ = [
 ]
 
 
-def _tolerance(tol, name="tol"):
-    try:
-        val = float(tol)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a non-negative number, got {tol!r}") from None
-    if not np.isfinite(val) or val < 0:
-        raise ValueError(f"{name} must be a non-negative finite number, got {tol!r}")
-    return val
-
-
-def _square_or_rect(P, name="P"):
-    arr = np.asarray(P, dtype=np.float64)
-    if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] < 1:
-        raise ValueError(f"{name} must be a 2-D array of shape (m, n) with m, n >= 1, "
-                         f"got shape {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains non-finite values (NaN or inf)")
-    return arr
-
-
 def group(Z, tol):
     r"""Single-linkage groups of tokens: the connected components of :math:`|z_i - z_j| \le tol`.
 
@@ -75,7 +55,7 @@ def group(Z, tol):
         The mean of each group.
     """
     Z = _checks.points(Z, "Z")
-    tol = _tolerance(tol)
+    tol = _checks.nonnegative_float(tol, "tol")
     adjacency = cdist(Z, Z) <= tol
     _, raw = connected_components(adjacency, directed=False)
     _, first = np.unique(raw, return_index=True)
@@ -98,7 +78,7 @@ def affine_frame(points, *, rtol=1e-10):
     dimension ``r`` counts the singular values above ``rtol`` times the largest extent.
     """
     P = _checks.points(points, "points")
-    rtol = _tolerance(rtol, "rtol")
+    rtol = _checks.nonnegative_float(rtol, "rtol")
     origin = P.mean(axis=0)
     C = P - origin
     if P.shape[0] == 1:
@@ -190,7 +170,7 @@ def in_hull(points, hull_points, *, tol=1e-10):
     if Y.shape[1] != H.shape[1]:
         raise ValueError(f"points must have d = {H.shape[1]} columns like hull_points, "
                          f"got shape {Y.shape}")
-    tol = _tolerance(tol)
+    tol = _checks.nonnegative_float(tol, "tol")
     origin, basis = affine_frame(H)
     Yc, Hc = Y - origin, H - origin
     coords = Yc @ basis.T
@@ -292,8 +272,8 @@ def leaders(P, tol):
     Boolean and each token attends to one *leader* (Geshkovski et al., 2023); the leaders
     are the non-zero columns of that limit.
     """
-    P = _square_or_rect(P)
-    tol = _tolerance(tol)
+    P = _checks.points(P, "P")
+    tol = _checks.nonnegative_float(tol, "tol")
     return np.flatnonzero(np.any(P > 1.0 - tol, axis=0)).astype(int)
 
 
@@ -306,8 +286,8 @@ def is_boolean(P, tol):
 
     A Boolean row-stochastic matrix assigns each token to exactly one other token (its leader).
     """
-    P = _square_or_rect(P)
-    tol = _tolerance(tol)
+    P = _checks.points(P, "P")
+    tol = _checks.nonnegative_float(tol, "tol")
     a = np.abs(P)
     m, n = P.shape
     if n == 1:
