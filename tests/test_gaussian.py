@@ -541,3 +541,19 @@ def test_clustering_rank_draws_identity_gives_ceil_half_d():
         assert np.linalg.matrix_rank(draw.P) == 1
     with pytest.raises(ValueError, match="V must be"):
         G.clustering_rank_draws(3, 1, np.random.default_rng(0), V="other")
+    with pytest.raises(ValueError, match="workers"):
+        G.clustering_rank_draws(3, 1, np.random.default_rng(0), workers=0)
+
+
+def test_clustering_rank_draws_same_runs_with_two_workers():
+    # the matrices are drawn before the runs are farmed out: the draws, the runs and the
+    # generator's state afterwards are the same with one process or two
+    rng1, rng2 = np.random.default_rng(5), np.random.default_rng(5)
+    serial = G.clustering_rank_draws(3, 3, rng1, V="random")
+    parallel = G.clustering_rank_draws(3, 3, rng2, V="random", workers=2)
+    for a, b in zip(serial, parallel, strict=True):
+        np.testing.assert_array_equal(a.P, b.P)
+        np.testing.assert_array_equal(a.V, b.V)
+        np.testing.assert_array_equal(a.run.Sigma, b.run.Sigma)
+        assert (a.run.status, a.run.rank, a.run.t_stop) == (b.run.status, b.run.rank, b.run.t_stop)
+    assert rng1.random() == rng2.random()
