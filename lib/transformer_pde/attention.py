@@ -14,6 +14,9 @@ renormalised (for uniform weights, the uniform measure on the first ``i`` tokens
 Numerics: logits go through log-sum-exp (finite and correct at logits of size :math:`10^4`
 and beyond), Sinkhorn runs in the log domain, and queries are processed in chunks so that
 memory stays :math:`O(\text{chunk} \times n)` instead of :math:`O(n^2)`.
+Exponentials are computed by a compiled, vectorised kernel (:mod:`._exp_kernel`); for
+logits and values of small dimension (at most 16) each query row is one fused pass (logits,
+exponentials and sums in cache) on all cores.
 
 References: Vaswani et al. (2017) for softmax attention, Kim et al. (2021) for L2 attention,
 Sander et al. (2022) for Sinkhorn attention, Ramapuram et al. (2025) for sigmoid attention;
@@ -28,6 +31,7 @@ import numpy as np
 from scipy.special import expit
 
 from . import _checks
+from ._exp_kernel import exp_shifted_rows, fused_rows
 
 __all__ = [
     "softmax",
@@ -59,6 +63,13 @@ _PARALLEL_CHUNKS_MAX_INNER = 16
 #: products are small enough for the BLAS to run them on the calling thread (OpenBLAS
 #: starts its own threads from 2^18 multiply-adds) instead of fighting over the cores.
 _SINGLE_THREAD_PRODUCT = 2**17
+
+#: Logits of inner dimension up to this, with values of dimension up to
+#: ``_FUSED_MAX_VALUES``, go through one compiled pass per query row (logits, exponential and
+#: sums in cache) instead of blocks of logits and matrix products, when ``chunk_size`` is not
+#: given.
+_FUSED_MAX_INNER = 16
+_FUSED_MAX_VALUES = 16
 
 _THREADS = max(1, min(2, os.cpu_count() or 1))
 _pool = None
@@ -143,18 +154,29 @@ def _masked_logits(logits, logw, start, causal):
 
 
 def _exp_shifted(logits, start):
-    """``exp(logits - rowmax)`` in place, with a clear error on a row without mass."""
-    row_max = logits.max(axis=1, keepdims=True)
-    if np.any(np.isnan(row_max) | np.isposinf(row_max)):
-        bad = start + int(np.flatnonzero(np.isnan(row_max[:, 0]) | np.isposinf(row_max[:, 0]))[0])
-        raise ValueError(f"X: the logits of query {bad} overflow float64; the tokens or the "
-                         "parameter matrices are too large for attention to be computed")
+    """``exp(logits - rowmax)`` in place, with a clear error on a row without mass.
+
+    The exponential is :func:`transformer_pde._exp_kernel.exp_shifted_rows` (vectorised,
+    about twice as fast as NumPy's on CPUs without AVX-512, and it releases the GIL).
+    """
+    if not (logits.flags.c_contiguous and logits.dtype == np.float64):
+        logits = np.ascontiguousarray(logits, dtype=np.float64)
+    row_max = np.empty(logits.shape[0])
+    exp_shifted_rows(logits, row_max)
+    _check_row_max(row_max, start)
+    return logits
+
+
+def _check_row_max(row_max, start):
+    """Clear errors for rows whose largest logit is not finite."""
     if not np.all(np.isfinite(row_max)):
-        bad = start + int(np.flatnonzero(~np.isfinite(row_max[:, 0]))[0])
-        raise ValueError(f"weights: query {bad} attends only to tokens of zero weight, "
+        i = int(np.flatnonzero(~np.isfinite(row_max))[0])
+        if np.isnan(row_max[i]) or row_max[i] > 0:
+            raise ValueError(f"X: the logits of query {start + i} overflow float64; the tokens "
+                             "or the parameter matrices are too large for attention to be "
+                             "computed")
+        raise ValueError(f"weights: query {start + i} attends only to tokens of zero weight, "
                          "so its attention is undefined")
-    np.subtract(logits, row_max, out=logits)
-    return np.exp(logits, out=logits)
 
 
 def _row_softmax(logits, start):
@@ -177,6 +199,10 @@ def _normalised_average(logit_block, values, logw, m, causal, chunk_size, inner)
     n, p = values.shape
     values1 = np.hstack([values, np.ones((n, 1))])
     out = np.empty((m, p))
+    factors = getattr(logit_block, "factors", None)
+    if (chunk_size is None and factors is not None and factors[0].shape[1] <= _FUSED_MAX_INNER
+            and p <= _FUSED_MAX_VALUES):
+        return _fused_average(*factors, values1, logw, m, causal, out)
     concurrent = _THREADS > 1 and inner <= _PARALLEL_CHUNKS_MAX_INNER and m > 1
     if concurrent and chunk_size is None:
         # small products, which BLAS runs on the calling thread: the cores go to the chunks
@@ -203,6 +229,29 @@ def _normalised_average(logit_block, values, logw, m, causal, chunk_size, inner)
     return out
 
 
+def _fused_average(queries, keys_t, values1, logw, m, causal, out):
+    """:func:`_normalised_average` with logits ``queries @ keys_t`` of small inner dimension:
+    one compiled pass per query row (:func:`transformer_pde._exp_kernel.fused_rows`), rows
+    shared between the cores in blocks of 32 taken in turn (causal rows grow with ``i``)."""
+    keys_t = np.ascontiguousarray(keys_t, dtype=np.float64)
+    values_t = np.ascontiguousarray(values1.T)
+    lw = np.empty(0) if logw is None else np.ascontiguousarray(logw, dtype=np.float64)
+    queries = np.ascontiguousarray(queries, dtype=np.float64)
+    row_max = np.empty(m)
+    blocks = [(s, min(s + 32, m)) for s in range(0, m, 32)]
+
+    def rows(part):
+        for start, stop in part:
+            fused_rows(queries, keys_t, values_t, lw, causal, start, stop, out, row_max)
+
+    if _THREADS > 1 and len(blocks) > 1:
+        _on_threads(rows, [blocks[k::_THREADS] for k in range(_THREADS)])
+    else:
+        rows(blocks)
+    _check_row_max(row_max, 0)
+    return out
+
+
 def _dense_matrix(logit_block, logw, m, n, causal):
     """The full ``(m, n)`` row-stochastic attention matrix (dense, O(mn) memory)."""
     return _row_softmax(_masked_logits(logit_block(0, m, n), logw, 0, causal), 0)
@@ -214,6 +263,7 @@ def _softmax_logits(X, Y, A):
     def block(start, stop, ncols):
         return AY[start:stop] @ X[:ncols].T
 
+    block.factors = (AY, X.T)  # logits = AY @ X.T, for the fused path
     return block
 
 
@@ -226,6 +276,9 @@ def _l2_logits(X, Y, Q, K):
     def block(start, stop, ncols):
         return 2.0 * (QY[start:stop] @ KX[:ncols].T) - sq[:ncols]
 
+    # the same logits as one product, for the fused path
+    block.factors = (np.hstack([2.0 * QY, -np.ones((QY.shape[0], 1))]),
+                     np.vstack([KX.T, sq]))
     return block
 
 

@@ -1,0 +1,68 @@
+"""The compiled exponential and the fused softmax rows against NumPy references."""
+
+import numpy as np
+import pytest
+from transformer_pde import attention
+from transformer_pde._exp_kernel import exp_shifted_rows, fused_rows
+
+
+def test_exp_shifted_rows_matches_numpy_to_a_few_ulp():
+    rng = np.random.default_rng(0)
+    L = rng.normal(scale=50.0, size=(64, 1001))
+    L[0, :5] = [0.0, -707.9, -708.1, -np.inf, 3.0]
+    ref = np.exp(L - L.max(axis=1, keepdims=True))
+    ref[ref < np.exp(-708.0)] = 0.0  # the kernel's documented cut below e^-708
+    out, mx = L.copy(), np.empty(64)
+    exp_shifted_rows(out, mx)
+    np.testing.assert_array_equal(mx, L.max(axis=1))
+    big = ref > 0
+    # a few units in the last place: range reduction, degree-12 polynomial, one product
+    assert np.max(np.abs(out[big] - ref[big]) / ref[big]) < 1e-15
+    np.testing.assert_array_equal(out[~big], 0.0)
+
+
+def test_exp_shifted_rows_marks_rows_without_a_finite_maximum():
+    L = np.array([[1.0, np.nan, 0.0], [-np.inf, -np.inf, -np.inf], [np.inf, 0.0, 1.0]])
+    mx = np.empty(3)
+    exp_shifted_rows(L.copy(), mx)
+    assert np.isnan(mx[0]) and mx[1] == -np.inf and mx[2] == np.inf
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_fused_rows_match_the_chunked_path(causal, weighted):
+    # the fused pass (default chunk_size, small d) against the blocked matrix-product path
+    # (an explicit chunk_size): the same sums in another order, so equal to rounding
+    rng = np.random.default_rng(1)
+    n, d = 300, 3
+    X = rng.normal(size=(n, d))
+    A, V = rng.normal(size=(d, d)), rng.normal(size=(2, d))
+    w = rng.random(n) if weighted else None
+    w = None if w is None else w / w.sum()
+    fused = attention.softmax(X, A, V, weights=w, causal=causal)
+    chunked = attention.softmax(X, A, V, weights=w, causal=causal, chunk_size=64)
+    np.testing.assert_allclose(fused, chunked, rtol=0, atol=1e-13 * np.abs(chunked).max())
+    Q, K = rng.normal(size=(2, d)), rng.normal(size=(2, d))
+    np.testing.assert_allclose(attention.l2(X, Q, K, V, weights=w, causal=causal),
+                               attention.l2(X, Q, K, V, weights=w, causal=causal,
+                                            chunk_size=64), rtol=0, atol=1e-12)
+
+
+def test_fused_rows_direct_call_on_one_row():
+    q = np.array([[0.5, -1.0]])
+    keys_t = np.array([[1.0, 2.0, -1.0], [0.0, 1.0, 3.0]])
+    values_t = np.array([[1.0, 2.0, 3.0], [1.0, 1.0, 1.0]])  # one value coordinate, ones
+    out, mx = np.empty((1, 1)), np.empty(1)
+    fused_rows(q, keys_t, values_t, np.empty(0), False, 0, 1, out, mx)
+    logits = q @ keys_t
+    p = np.exp(logits - logits.max())
+    assert out[0, 0] == pytest.approx((p @ values_t[0]) / p.sum(), rel=1e-15)
+    assert mx[0] == logits.max()
+
+
+def test_fused_path_errors_are_clear():
+    X = np.array([[1.0, 0.0], [0.0, 1.0]])
+    with pytest.raises(ValueError, match="zero weight"):
+        attention.softmax(X, np.eye(2), np.eye(2), weights=[0.0, 1.0], causal=True)
+    with pytest.raises(ValueError, match="overflow"):
+        attention.softmax(1e200 * X, np.eye(2), np.eye(2))
