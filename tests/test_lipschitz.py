@@ -221,6 +221,52 @@ def test_low_rank_tokens_match_dense_svd(rng, causal):
         assert dense_path == pytest.approx(exact, rel=1e-9)
 
 
+def test_coinciding_tokens_match_dense_svd():
+    # 10 tokens taking 4 distinct values (groups of 5, 2, 2, 1): the merged direct sum of
+    # local_lipschitz against the SVD of the dense 30 x 30 Jacobian; over these draws the top
+    # direction is sometimes constant on groups (the merged measure moves) and sometimes sums
+    # to zero on every group (only queries move), and both kinds must occur
+    rng = np.random.default_rng(3)
+    kinds = set()
+    for _ in range(120):
+        d = 3
+        base = (np.array([[0, 0, 0], [1, 0, 0], [-1, 0, 0], [0, 1, 0.]]) * rng.uniform(0.5, 3)
+                + 0.1 * rng.standard_normal((4, d)))
+        X = base[[0, 0, 0, 0, 0, 1, 2, 3, 1, 2]]
+        A = rng.standard_normal((d, d)) + rng.uniform(0, 3) * np.eye(d)
+        V = rng.standard_normal((d, d))
+        s = np.linalg.svd(L.jacobian_matrix(X, A, V), compute_uv=False)
+        res = L.local_lipschitz(X, A, V, tol=1e-12, return_vectors=True)
+        assert res.value == pytest.approx(s[0], rel=1e-12)
+        assert res.matvecs == 21  # dimension (4 + 3 repeated groups) x 3: the dense branch
+        np.testing.assert_allclose(L.jvp(X, A, V, res.right), res.value * res.left,
+                                   atol=1e-12 * s[0])
+        sums = np.array([res.right[(X == b).all(axis=1)].sum(axis=0) for b in base])
+        kinds.add("queries" if np.abs(sums).max() < 1e-12 else "merged")
+    assert kinds == {"queries", "merged"}
+
+
+def test_coinciding_tokens_lanczos_multihead_and_adversarial(rng):
+    # larger merged problems go through Lanczos; factored multi-head against the dense SVD,
+    # the adversarial configuration (two distinct tokens) against ARPACK on the full operator
+    n, d, H, k = 24, 8, 2, 3
+    X = rng.standard_normal((6, d))[rng.integers(0, 6, n)]
+    Q, K = rng.standard_normal((H, k, d)), rng.standard_normal((H, k, d))
+    Vo, Vi = rng.standard_normal((H, 5, k)), rng.standard_normal((H, k, d))
+    exact = np.linalg.norm(L.jacobian_matrix_multihead(X, (Q, K), (Vo, Vi)), 2)
+    for tol in (1e-4, 1e-10):
+        value = L.local_lipschitz_multihead(X, (Q, K), (Vo, Vi), tol=tol)
+        assert value <= exact * (1 + 1e-13) and (exact - value) / exact <= tol
+    G = rng.standard_normal((20, 20))
+    A = (G + G.T) / np.sqrt(40)
+    X, _ = L.adversarial_configuration(A, 100, 2.0)
+    res = L.local_lipschitz(X, A, np.eye(20), tol=1e-10, return_vectors=True)
+    full = L.local_lipschitz(X, A, np.eye(20), tol=1e-12, method="arpack", ncv=20)
+    assert res.value == pytest.approx(full, rel=1e-10)
+    np.testing.assert_allclose(L.jvp(X, A, np.eye(20), res.right), res.value * res.left,
+                               atol=1e-10 * full)
+
+
 def test_value_alone_equals_value_with_vectors(rng):
     X, A, V = _workloads(rng, 40, 6)["clustered"]
     res = L.local_lipschitz(X, A, V, tol=1e-8, return_vectors=True)

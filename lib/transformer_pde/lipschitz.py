@@ -173,26 +173,33 @@ def _linearise(X, heads, causal, weights):
     return _Linearisation(heads, qX, kX, vX, P, P @ vX, _output_matrix(heads.V_out))
 
 
-def _apply_jvp(lin, E):
+def _apply_jvp(lin, E, query_only=False):
+    """:math:`D_X f(E)`; with ``query_only``, only the change through the queries
+    (:math:`e_i` moves the query of row ``i``, the tokens attended to stay fixed)."""
     h = lin.heads
-    qE, kE, vE = _project(E, h.Q), _project(E, h.K), _project(E, h.V_in)
-    dS = qE @ lin.kX.transpose(0, 2, 1) + lin.qX @ kE.transpose(0, 2, 1)
+    dS = _project(E, h.Q) @ lin.kX.transpose(0, 2, 1)
+    if not query_only:
+        dS += lin.qX @ _project(E, h.K).transpose(0, 2, 1)
     W = lin.P * dS
     dP = W - W.sum(axis=2, keepdims=True) * lin.P
-    out_r = lin.P @ vE + dP @ lin.vX                      # (H, n, r)
+    out_r = dP @ lin.vX                                   # (H, n, r)
+    if not query_only:
+        out_r += lin.P @ _project(E, h.V_in)
     H, n, r = out_r.shape
     return out_r.transpose(1, 0, 2).reshape(n, H * r) @ lin.Vcat
 
 
-def _apply_vjp(lin, G):
+def _apply_vjp(lin, G, query_only=False):
+    """The transpose of :func:`_apply_jvp` (same ``query_only``)."""
     h = lin.heads
     H, n, r = lin.vX.shape
     g = (G @ lin.Vcat.T).reshape(n, H, r).transpose(1, 0, 2)        # (H, n, r)
     gP = g @ lin.vX.transpose(0, 2, 1)                             # (H, n, n)
     gS = lin.P * (gP - np.einsum("hnr,hnr->hn", g, lin.PvX)[:, :, None])
-    grad = _unproject(lin.P.transpose(0, 2, 1) @ g, h.V_in)
-    grad = grad + _unproject(gS @ lin.kX, h.Q)
-    grad = grad + _unproject(gS.transpose(0, 2, 1) @ lin.qX, h.K)
+    grad = _unproject(gS @ lin.kX, h.Q)
+    if not query_only:
+        grad = grad + _unproject(lin.P.transpose(0, 2, 1) @ g, h.V_in)
+        grad = grad + _unproject(gS.transpose(0, 2, 1) @ lin.qX, h.K)
     return grad
 
 
@@ -626,6 +633,127 @@ def _lanczos_top(clin, n, d_in, *, tol, v0, seed, maxiter, X_in):
     return lam, z, op64.count
 
 
+# --------------------------------------------------------------------------------------
+# tokens that coincide
+# --------------------------------------------------------------------------------------
+
+#: Coinciding tokens are merged when at most this fraction of the tokens are distinct.
+_MERGE_MAX_DISTINCT = 0.5
+
+
+def _coinciding_tokens(X):
+    r"""``(Y, group, counts)``: the distinct rows ``Y`` (m, d) of ``X``, the row of ``Y`` each
+    token equals, and how many tokens equal each; ``None`` unless
+    :math:`m \le` ``_MERGE_MAX_DISTINCT`` :math:`n`. Tokens are grouped by their projection on
+    a fixed random direction, in :math:`O(nd + n \log n)`; the grouping is kept only if every
+    token then equals its group's first token exactly (else ``None``)."""
+    n = X.shape[0]
+    key = X @ np.random.default_rng(12345).standard_normal(X.shape[1])
+    _, first, group, counts = np.unique(key, return_index=True, return_inverse=True,
+                                        return_counts=True)
+    if first.size > _MERGE_MAX_DISTINCT * n:
+        return None
+    Y = X[first]
+    group = group.ravel()
+    if not np.array_equal(X, Y[group]):
+        return None
+    return Y, group, counts
+
+
+class _MergedNormalOperator:
+    r"""The normal operator of :math:`D_X f` when tokens coincide, as a direct sum (derived).
+
+    Let the ``n`` tokens take ``m`` distinct values :math:`y_g`, :math:`n_g` times each (uniform
+    weights, no mask). A direction constant on every group (:math:`e_i = \bar e_g`) moves the
+    atoms of the merged measure :math:`\mu = \sum_g \frac{n_g}{n}\delta_{y_g}`, so it acts
+    through the Jacobian :math:`J_\mu` of the ``m``-token map with weights :math:`n_g / n`, and
+    its image is constant on groups; with the norms :math:`\sum_g n_g |\bar e_g|^2` this is
+    :math:`D^{1/2} J_\mu D^{-1/2}`, :math:`D = \mathrm{diag}(n_g)`. A direction summing to zero
+    on every group leaves :math:`\mu` unchanged to first order (the attention weights are
+    equal within a group), so only the queries move: :math:`D_X f(E)_i = C_{g(i)} e_i` with
+    :math:`C_g = \nabla_y \Gamma_\mu(y_g)` (for one head, :math:`V\,\mathrm{Cov}_{P_g}\,A`),
+    and the image sums to zero on every group. The two subspaces and their images are
+    orthogonal, hence :math:`\|D_X f\|_2 = \max\big(\|D^{1/2} J_\mu D^{-1/2}\|_2,
+    \max_{n_g \ge 2} \|C_g\|_2\big)`. This operator acts on ``[z (m, d_in), c (groups with
+    n_g >= 2, d_in)]``: the first block by the scaled normal operator of :math:`J_\mu`, each
+    row of the second by :math:`C_g^\top C_g`. A product costs :math:`O(m^2 d + m d^2)`
+    instead of :math:`O(n^2 d + n d^2)`.
+    """
+
+    def __init__(self, lin, counts):
+        self.lin = lin
+        self.scale = np.sqrt(counts.astype(np.float64))[:, None]
+        self.repeated = np.flatnonzero(counts >= 2)
+        self.m = counts.size
+        self.d_in = None
+        self.count = 0
+
+    def split(self, v):
+        """``(Z (m, d_in), C (m, d_in))``: the merged direction and the query directions
+        (zero for groups of a single token)."""
+        m, d_in = self.m, self.d_in
+        Z = v[:m * d_in].reshape(m, d_in)
+        C = np.zeros((m, d_in))
+        C[self.repeated] = v[m * d_in:].reshape(-1, d_in)
+        return Z, C
+
+    def __call__(self, v):
+        self.count += 1
+        Z, C = self.split(v)
+        s = self.scale
+        merged = _apply_vjp(self.lin, _apply_jvp(self.lin, Z / s) * s**2) / s
+        query = _apply_vjp(self.lin, _apply_jvp(self.lin, C, query_only=True),
+                           query_only=True)
+        return np.concatenate([merged.ravel(), query[self.repeated].ravel()])
+
+
+def _merged_top_singular(heads, merge, tol, seed, maxiter, vectors):
+    """:func:`_top_singular` through :class:`_MergedNormalOperator` (tokens that coincide)."""
+    Y, group, counts = merge
+    n, d = group.size, Y.shape[1]
+    lin = _linearise(Y, heads, False, counts / n)
+    clin, U = _compressed(lin, d)
+    op = _MergedNormalOperator(clin, counts)
+    op.d_in = d_in = d if U is None else U.shape[1]
+    dim = (op.m + op.repeated.size) * d_in
+    if dim <= 64:
+        N = np.column_stack([op(e) for e in np.eye(dim)])
+        vals, vecs = np.linalg.eigh((N + N.T) / 2)
+        lam, z, op.count = vals[-1], vecs[:, -1], dim
+    else:
+        rnd = np.random.default_rng(seed).standard_normal(dim)
+        start = rnd / np.linalg.norm(rnd)
+        Y_in = (Y if U is None else Y @ U) * op.scale  # the tokens' scaling direction
+        if np.any(Y_in):
+            start[:Y_in.size] += Y_in.ravel() / np.linalg.norm(Y_in)
+        lam, z, _, ok = _lanczos(op, start, target=tol, max_basis=min(40, dim),
+                                 max_products=2000 if maxiter is None else maxiter,
+                                 min_steps=min(_LANCZOS_MIN_STEPS, dim))
+        if not ok:
+            raise RuntimeError(f"local_lipschitz: Lanczos did not reach tol={tol:g} in "
+                               f"maxiter={maxiter} products")
+    value = float(np.sqrt(max(lam, 0.0)))
+    if not vectors:
+        return LipschitzResult(value, None, None, op.count)
+    Z, C = op.split(z)
+    # the zero-sum pattern of a group: its first token against the others, unit norm
+    first = np.zeros(n, dtype=bool)
+    first[np.unique(group, return_index=True)[1]] = True
+    size = counts[group].astype(np.float64)
+    a = np.where(first, 1.0 - 1.0 / size, -1.0 / size)
+    a /= np.sqrt(np.maximum(1.0 - 1.0 / size, 1e-300))
+    a[size < 2] = 0.0
+    right = Z[group] / op.scale[group] + a[:, None] * C[group]
+    image = (_apply_jvp(clin, Z / op.scale)[group]
+             + a[:, None] * _apply_jvp(clin, C, query_only=True)[group])
+    if U is not None:
+        right = right @ U.T
+    norm = np.linalg.norm(right)
+    right, image = right / norm, image / norm
+    inorm = np.linalg.norm(image)
+    return LipschitzResult(value, right, image / inorm if inorm > 0 else image, op.count)
+
+
 def _top_singular(lin, X, *, tol, v0, seed, ncv, maxiter, method="lanczos", vectors=True):
     n, d = X.shape
     d_in = d
@@ -716,6 +844,12 @@ def local_lipschitz(X, A, V, *, causal=False, weights=None, tol=1e-6, return_vec
     ARPACK (:func:`scipy.sparse.linalg.eigsh`, ``ncv`` vectors, which converges far beyond
     ``tol`` at the price of more products) on the same operator in float64.
 
+    **Tokens that coincide** (at most half of them distinct, no mask, uniform weights, no
+    ``v0``, the default method; e.g. the adversarial configurations): the Jacobian splits
+    exactly into the Jacobian of the merged measure and the query Jacobians of the repeated
+    tokens (see :class:`_MergedNormalOperator`), and Lanczos runs on that direct sum, whose
+    products cost :math:`O(m^2 d)` for :math:`m` distinct tokens. Same stopping rule.
+
     Parameters
     ----------
     X, A, V, causal, weights
@@ -753,11 +887,8 @@ def local_lipschitz(X, A, V, *, causal=False, weights=None, tol=1e-6, return_vec
     method : {"lanczos", "arpack"}
         See above.
     """
-    tol, seed, ncv, maxiter = _lipschitz_options(tol, seed, ncv, maxiter, method)
-    X, lin = _prepare(X, A, V, causal, weights, multi=False)
-    res = _top_singular(lin, X, tol=tol, v0=v0, seed=seed, ncv=ncv, maxiter=maxiter,
-                        method=method, vectors=bool(return_vectors))
-    return res if return_vectors else res.value
+    return _local_lipschitz(X, A, V, causal, weights, False, tol, return_vectors, v0, seed, ncv,
+                            maxiter, method)
 
 
 def local_lipschitz_multihead(X, As, Vs, *, causal=False, weights=None, tol=1e-6,
@@ -767,10 +898,25 @@ def local_lipschitz_multihead(X, As, Vs, *, causal=False, weights=None, tol=1e-6
 
     Heads as in :func:`jvp_multihead`; method and options as in :func:`local_lipschitz`.
     """
+    return _local_lipschitz(X, As, Vs, causal, weights, True, tol, return_vectors, v0, seed,
+                            ncv, maxiter, method)
+
+
+def _local_lipschitz(X, As, Vs, causal, weights, multi, tol, return_vectors, v0, seed, ncv,
+                     maxiter, method):
     tol, seed, ncv, maxiter = _lipschitz_options(tol, seed, ncv, maxiter, method)
-    X, lin = _prepare(X, As, Vs, causal, weights, multi=True)
-    res = _top_singular(lin, X, tol=tol, v0=v0, seed=seed, ncv=ncv, maxiter=maxiter,
-                        method=method, vectors=bool(return_vectors))
+    X = _checks.points(X, "X")
+    heads = _heads(As, Vs, X.shape[1], multi=multi)
+    causal = bool(causal)
+    merge = None
+    if not causal and weights is None and v0 is None and method == "lanczos":
+        merge = _coinciding_tokens(X)
+    if merge is not None:
+        res = _merged_top_singular(heads, merge, tol, seed, maxiter, bool(return_vectors))
+    else:
+        res = _top_singular(_linearise(X, heads, causal, weights), X, tol=tol, v0=v0,
+                            seed=seed, ncv=ncv, maxiter=maxiter, method=method,
+                            vectors=bool(return_vectors))
     return res if return_vectors else res.value
 
 
