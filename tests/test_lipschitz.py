@@ -178,7 +178,7 @@ def test_lanczos_honours_tol_against_dense_svd(kind, tol, causal):
 @pytest.mark.parametrize("tol", [1e-4, 1e-6, 1e-9])
 @pytest.mark.parametrize("kind", ["gaussian", "clustered", "adversarial"])
 def test_mixed_precision_lanczos_honours_tol(kind, tol):
-    # n >= 256: a float32 phase then a float64 phase; the dense Jacobian is still small at
+    # n >= 128: a float32 phase then a float64 phase; the dense Jacobian is still small at
     # d = 2 (512 x 512)
     rng = np.random.default_rng(11)
     X, A, V = _workloads(rng, 256, 2)[kind]

@@ -34,6 +34,7 @@ a pair ``(Q, K)`` of ``(k, d)`` arrays with :math:`A = K^\top Q`, and ``V`` eith
 :math:`\le 3k`-dimensional input subspace a single head actually sees.
 """
 
+import copy
 from typing import NamedTuple
 
 import numpy as np
@@ -346,9 +347,18 @@ def _low_rank_tokens(X):
     saves little or nothing) and if the dropped part is at rounding level,
     :math:`\|X - U C\|_F \le 10^{-13} \|X\|_F` (checked). Then every product of the
     normal operator with an ``(n, d)`` matrix built from ``X`` costs
-    :math:`(n^2 + nd)\,\mathrm{rank}` instead of :math:`n^2 d`.
+    :math:`(n^2 + nd)\,\mathrm{rank}` instead of :math:`n^2 d`. A random sketch
+    :math:`XG` with one column more than the largest useful rank first rejects, in
+    :math:`O(nd\,\mathrm{rank})`, tokens whose rank is clearly larger (its smallest singular
+    value above :math:`10^{-5}` times its largest).
     """
     n, d = X.shape
+    max_rank = int(_LOW_RANK_FRACTION * n * d // (n + d))
+    if max_rank < min(n, d):  # a sketch of max_rank + 1 columns rejects full-rank X cheaply
+        sketch = X @ np.random.default_rng(0).standard_normal((d, max_rank + 1))
+        sv = np.linalg.svd(sketch, compute_uv=False)
+        if sv[-1] > 1e-5 * sv[0]:
+            return None
     gram = X @ X.T if n <= d else X.T @ X
     m = gram.shape[0]
     ev = eigh(gram, eigvals_only=True)
@@ -407,6 +417,15 @@ class _NormalOperator:
         self.r = lin.vX.shape[2]
         self.gram = c(lin.Vcat @ lin.Vcat.T)  # (H r, H r)
         self.count = 0
+
+    def astype(self, dtype):
+        """The same operator with its arrays in ``dtype`` (nothing recomputed)."""
+        op = copy.copy(self)
+        op.dtype, op.count = dtype, 0
+        op.heads = [{key: None if M is None else M.astype(dtype) for key, M in hd.items()}
+                    for hd in self.heads]
+        op.gram = self.gram.astype(dtype)
+        return op
 
     def __call__(self, v):
         self.count += 1
@@ -590,7 +609,7 @@ def _compressed(lin, d):
 
 
 #: Below this number of tokens every product is in float64 (float32 saves little there).
-_MIXED_PRECISION_MIN_TOKENS = 256
+_MIXED_PRECISION_MIN_TOKENS = 128
 #: Weight of the token matrix X (the direction that scales every token) in the start vector.
 _START_WEIGHT_X = 1.0
 #: Fewest products from a fresh (not warm) start before the stopping test is trusted.
@@ -617,7 +636,7 @@ def _lanczos_top(clin, n, d_in, *, tol, v0, seed, maxiter, X_in):
     op64 = _NormalOperator(clin, np.float64, tokens)
     second, used = -np.inf, 0
     if n >= _MIXED_PRECISION_MIN_TOKENS and max(tol, 1e-8) < 1:
-        op32 = _NormalOperator(clin, np.float32, tokens)
+        op32 = op64.astype(np.float32)
         _, start, second, _ = _lanczos(op32, start, target=max(tol, 1e-8),
                                        max_basis=max_basis, max_products=max_products // 2,
                                        floor=1e-5, min_steps=min_steps)
@@ -838,7 +857,7 @@ def local_lipschitz(X, A, V, *, causal=False, weights=None, tol=1e-6, return_vec
     :math:`r` (:math:`r(n + d) \le nd/2`, for instance the adversarial configurations of
     rank one), a dense head works in the exact factorisation :math:`X = UC`, which makes
     six of the eight :math:`n^2 d` products of :math:`N` cost :math:`(n^2 + nd) r`. From
-    :math:`n \ge 256` tokens on, the first phase applies :math:`N` in float32 (half the cost
+    :math:`n \ge 128` tokens on, the first phase applies :math:`N` in float32 (half the cost
     per product) and a float64 phase restarted from its Ritz vector certifies the result:
     every returned value passes the float64 stopping test below. ``method="arpack"`` runs
     ARPACK (:func:`scipy.sparse.linalg.eigsh`, ``ncv`` vectors, which converges far beyond
