@@ -281,7 +281,9 @@ def main():
     if args.merge and saved.exists():
         previous = json.loads(saved.read_text())
         kept = [r for r in previous["rows"] if r["n"] not in sizes]
-        machine = previous["machine"] + " " + machine
+        machine = (previous["machine"].split(" The rows for n = ")[0]
+                   + f" The rows for n = {', '.join(map(str, sizes))} come from a second run "
+                   f"(load average {os.getloadavg()[0]:.1f}).")
     rows = []
     for n, name in ((n, name) for n in sizes for name in names):  # files rewritten each time
         rows.append(measure(torch, name, n, args.repeats))
