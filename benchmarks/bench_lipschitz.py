@@ -231,13 +231,16 @@ def figure(rows, path):
         sel = {r["name"]: r for r in rows if r["n"] == n}
         med = [sel[m]["peer"][1] / sel[m]["ours"][1] if m in sel else np.nan for m in names]
         mins = [sel[m]["peer"][0] / sel[m]["ours"][0] if m in sel else np.nan for m in names]
-        ax1.barh(y + k * width, med, height=width, color=f"C{k}", label=f"n = {n}")
+        ax1.barh(y + k * width, np.array(med) - 1, left=1, height=width, color=f"C{k}",
+                 label=f"n = {n}")
         ax1.plot(mins, y + k * width, "k|", ms=6)
         errs = [(sel[m]["err_ours"], sel[m]["err_peer"]) if m in sel else (np.nan, np.nan)
                 for m in names]
         ax2.plot([e[0] for e in errs], y + k * width, "o", color=f"C{k}", ms=4)
         ax2.plot([e[1] for e in errs], y + k * width, "x", color=f"C{k}", ms=5)
     ax1.axvline(5, color="k", ls="--", lw=1)
+    ax1.set_xscale("log")
+    ax1.set_xlim(left=1)
     ax1.set_yticks(y + 0.4 - width / 2, [m.replace(", ", "\n") for m in names], fontsize=9)
     ax1.set_xlabel("speed-up over published method")
     ax1.legend(fontsize=9, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(ns),
@@ -245,7 +248,7 @@ def figure(rows, path):
     ax2.axvline(TOL, color="k", ls="--", lw=1)
     ax2.set_xscale("log")
     ax2.set_yticks(y + 0.4 - width / 2, [""] * len(names))
-    ax2.set_xlabel("relative error (o library, x published)")
+    ax2.set_xlabel("relative error\n(o library, x published)")
     fig.savefig(path)
     print(f"wrote {path}")
 

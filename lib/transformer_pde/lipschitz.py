@@ -382,14 +382,15 @@ class _NormalOperator:
     :math:`\langle A e_i, x_j\rangle` is one product with ``E``), and the Gram matrix
     :math:`V_{cat} V_{cat}^\top` of the output projection (the output never needs to be
     formed). A single dense head then costs 8 matrix products of size :math:`n^2 d` and one
-    of size :math:`n d^2` per product with ``N``. ``dtype`` float32 halves that cost (used
-    for the first Lanczos phase only, see :func:`_lanczos_top`).
+    of size :math:`n d^2` per product with ``N``, in float64; :meth:`astype` gives the same
+    operator in float32, which halves that cost (used for the first Lanczos phase only, see
+    :func:`_lanczos_top`).
     """
 
-    def __init__(self, lin, dtype, tokens=None):
+    def __init__(self, lin, tokens=None):
         h = lin.heads
         H = lin.P.shape[0]
-        self.dtype = dtype
+        self.dtype = dtype = np.float64
 
         def c(M):
             return None if M is None else np.ascontiguousarray(M, dtype=dtype)
@@ -633,7 +634,7 @@ def _lanczos_top(clin, n, d_in, *, tol, v0, seed, maxiter, X_in):
     max_basis = int(min(40, max(8, _LANCZOS_BASIS_BYTES // (8 * dim)), dim))
     max_products = 2000 if maxiter is None else maxiter
     tokens = _low_rank_tokens(clin.kX[0]) if clin.heads.K is None else None
-    op64 = _NormalOperator(clin, np.float64, tokens)
+    op64 = _NormalOperator(clin, tokens)
     second, used = -np.inf, 0
     if n >= _MIXED_PRECISION_MIN_TOKENS and max(tol, 1e-8) < 1:
         op32 = op64.astype(np.float32)
