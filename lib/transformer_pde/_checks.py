@@ -108,12 +108,19 @@ def positive_float(x, name):
     return val
 
 
-def nonnegative_float(x, name):
-    """A finite float ``>= 0`` (a tolerance, a radius)."""
+def float_at_least(x, name, low, wording=None):
+    """A finite float ``>= low``; ``wording`` names the condition in errors (default
+    ``"number >= low"``)."""
+    wording = wording or f"number >= {low:g}"
     try:
         val = float(x)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a non-negative number, got {x!r}") from None
-    if not np.isfinite(val) or val < 0:
-        raise ValueError(f"{name} must be a non-negative finite number, got {x!r}")
+        raise ValueError(f"{name} must be a {wording}, got {x!r}") from None
+    if not np.isfinite(val) or val < low:
+        raise ValueError(f"{name} must be a finite {wording}, got {x!r}")
     return val
+
+
+def nonnegative_float(x, name):
+    """A finite float ``>= 0`` (a tolerance, a radius)."""
+    return float_at_least(x, name, 0.0, "non-negative number")

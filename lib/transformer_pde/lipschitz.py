@@ -700,12 +700,12 @@ class _MergedNormalOperator:
     instead of :math:`O(n^2 d + n d^2)`.
     """
 
-    def __init__(self, lin, counts):
+    def __init__(self, lin, counts, d_in):
         self.lin = lin
         self.scale = np.sqrt(counts.astype(np.float64))[:, None]
         self.repeated = np.flatnonzero(counts >= 2)
         self.m = counts.size
-        self.d_in = None
+        self.d_in = d_in
         self.count = 0
 
     def split(self, v):
@@ -733,8 +733,8 @@ def _merged_top_singular(heads, merge, tol, seed, maxiter, vectors):
     n, d = group.size, Y.shape[1]
     lin = _linearise(Y, heads, False, counts / n)
     clin, U = _compressed(lin, d)
-    op = _MergedNormalOperator(clin, counts)
-    op.d_in = d_in = d if U is None else U.shape[1]
+    d_in = d if U is None else U.shape[1]
+    op = _MergedNormalOperator(clin, counts, d_in)
     dim = (op.m + op.repeated.size) * d_in
     if dim <= 64:
         N = np.column_stack([op(e) for e in np.eye(dim)])

@@ -47,12 +47,7 @@ def gronwall_rate(a, v, R, p):
     float or array
         :math:`L_p` (``inf`` where it overflows float64).
     """
-    try:
-        p = float(p)
-    except (TypeError, ValueError):
-        raise ValueError(f"p must be a number >= 1, got {p!r}") from None
-    if not np.isfinite(p) or p < 1:
-        raise ValueError(f"p must be a finite number >= 1, got {p!r}")
+    p = _checks.float_at_least(p, "p", 1.0)
     arrays = []
     for value, name in ((a, "a"), (v, "v"), (R, "R")):
         arr = np.asarray(value, dtype=float)
