@@ -28,6 +28,20 @@ def test_exp_shifted_rows_marks_rows_without_a_finite_maximum():
     assert np.isnan(mx[0]) and mx[1] == -np.inf and mx[2] == np.inf
 
 
+@pytest.mark.parametrize("where", range(11))
+def test_row_max_sees_a_nan_in_every_position(where):
+    # the maximum runs over four interleaved partial maxima and a tail: a NaN in any lane
+    # of any of them makes the row's maximum NaN
+    L = np.linspace(-1.0, 1.0, 11)[None, :].copy()
+    L[0, where] = np.nan
+    mx = np.empty(1)
+    exp_shifted_rows(L, mx)
+    assert np.isnan(mx[0])
+    mx_clean = np.empty(1)
+    exp_shifted_rows(np.linspace(-1.0, 1.0, 11)[None, :].copy(), mx_clean)
+    assert mx_clean[0] == 1.0
+
+
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("weighted", [False, True])
 def test_fused_rows_match_the_chunked_path(causal, weighted):

@@ -9,9 +9,13 @@ and softmax attention at small ``d`` spends most of its time in it. This kernel 
   hold :math:`k`) and :math:`\ln 2` split in two parts so that :math:`r` is exact to rounding;
 * :math:`e^r` by its Taylor polynomial of degree 12 in Estrin's scheme (the remainder
   :math:`(\ln 2/2)^{13}/13! < 2.2\cdot 10^{-17}` relative), then multiplication by
-  :math:`2^k` built from its bits;
+  :math:`2^k`, whose bits are built from those of :math:`k` in the same vectorised loop
+  (a bit cast, :func:`_bits_as_double`, which Numba does not offer on scalars);
 * :math:`x < -708` (including :math:`-\infty`, masked entries) gives exactly 0: the true
   value is below :math:`3\cdot 10^{-308}` while the row maximum contributes 1.
+
+The row maximum is taken over four interleaved partial maxima, so that the comparisons do
+not wait for one another.
 
 Relative error about :math:`4\cdot 10^{-16}` against ``numpy.exp`` (tested). The function
 releases the GIL, so chunks of a block can run on several threads.
@@ -21,6 +25,9 @@ import math
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
 
 _LN2_HI = 6.93147180369123816490e-01  # ln 2 to 33 bits: k * _LN2_HI is exact for |k| < 2^20
 _LN2_LO = 1.90821492927058770002e-10  # ln 2 - _LN2_HI
@@ -32,15 +39,34 @@ _C2, _C3, _C4, _C5, _C6, _C7, _C8, _C9, _C10, _C11, _C12 = _C[2:]
 _UNDERFLOW = -708.0
 
 
+@intrinsic
+def _bits_as_double(typingctx, bits):
+    """The float64 whose IEEE-754 bits are the int64 ``bits`` (a bit cast, no conversion)."""
+    if isinstance(bits, types.Integer) and bits.bitwidth == 64:
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], ir.DoubleType())
+        return types.float64(bits), codegen
+    return None
+
+
+@intrinsic
+def _double_bits(typingctx, x):
+    """The IEEE-754 bits of the float64 ``x`` as an int64 (a bit cast, no conversion)."""
+    if isinstance(x, types.Float) and x.bitwidth == 64:
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], ir.IntType(64))
+        return types.int64(x), codegen
+    return None
+
+
 @numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy",
             fastmath={"contract"})
-def _exp_row(row, shift, tbuf):
-    m = row.size
-    for j in range(m):
+def _exp_row(row, shift):
+    """In place: ``row[j] <- exp(row[j] - shift)``, one vectorised pass."""
+    for j in range(row.size):
         x = row[j] - shift
         xc = max(x, _UNDERFLOW)
-        t = xc * _INV_LN2 + _SHIFT
-        tbuf[j] = t
+        t = xc * _INV_LN2 + _SHIFT  # k in the low bits of t
         kf = t - _SHIFT
         r = (xc - kf * _LN2_HI) - kf * _LN2_LO
         r2 = r * r
@@ -49,24 +75,30 @@ def _exp_row(row, shift, tbuf):
         q1 = (_C4 + _C5 * r) + (_C6 + _C7 * r) * r2
         q2 = (_C8 + _C9 * r) + (_C10 + _C11 * r) * r2
         p = (q0 + q1 * r4) + (q2 + _C12 * r4) * (r4 * r4)
-        row[j] = p if x >= _UNDERFLOW else 0.0
-    bits = tbuf[:m].view(np.int64)
-    for j in range(m):
-        bits[j] = (bits[j] - _SHIFT_BITS + 1023) << 52
-    for j in range(m):
-        row[j] *= tbuf[j]
+        two_k = _bits_as_double((_double_bits(t) - _SHIFT_BITS + 1023) << 52)
+        row[j] = p * two_k if x >= _UNDERFLOW else 0.0
 
 
 @numba.njit(nogil=True, cache=True, boundscheck=False)
 def _row_max(row):
     """Largest entry of ``row``; NaN when the row holds a NaN."""
-    mx = -np.inf
+    m0 = m1 = m2 = m3 = -np.inf
     nan = False
-    for j in range(row.size):
-        v = row[j]
+    n = row.size
+    j = 0
+    while j + 4 <= n:  # four independent chains
+        a, b, c, d = row[j], row[j + 1], row[j + 2], row[j + 3]
+        nan |= (a != a) | (b != b) | (c != c) | (d != d)
+        m0 = max(m0, a)
+        m1 = max(m1, b)
+        m2 = max(m2, c)
+        m3 = max(m3, d)
+        j += 4
+    for k in range(j, n):
+        v = row[k]
         nan |= v != v
-        mx = max(mx, v)
-    return np.nan if nan else mx
+        m0 = max(m0, v)
+    return np.nan if nan else max(max(m0, m1), max(m2, m3))
 
 
 @numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy")
@@ -76,14 +108,12 @@ def exp_shifted_rows(block, row_max):
     ``block`` is a C-contiguous float64 array of shape ``(c, m)``. A row whose maximum is NaN,
     ``+inf`` or ``-inf`` is left as it is (the caller raises a clear error for it).
     """
-    c, m = block.shape
-    tbuf = np.empty(m)
-    for i in range(c):
+    for i in range(block.shape[0]):
         row = block[i]
         mx = _row_max(row)
         row_max[i] = mx
         if math.isfinite(mx):
-            _exp_row(row, mx, tbuf)
+            _exp_row(row, mx)
 
 
 @numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy",
@@ -103,7 +133,6 @@ def fused_rows(queries, keys_t, values_t, logw, causal, row0, row1, out, row_max
     k, n = keys_t.shape
     p1 = values_t.shape[0]
     buf = np.empty(n)
-    tbuf = np.empty(n)
     for i in range(row0, row1):
         ncols = min(i + 1, n) if causal else n
         row = buf[:ncols]
@@ -120,7 +149,7 @@ def fused_rows(queries, keys_t, values_t, logw, causal, row0, row1, out, row_max
         row_max[i] = mx
         if not math.isfinite(mx):
             continue
-        _exp_row(row, mx, tbuf)
+        _exp_row(row, mx)
         den = _dot(row, values_t[p1 - 1, :ncols])
         for c in range(p1 - 1):
             out[i, c] = _dot(row, values_t[c, :ncols]) / den
