@@ -173,15 +173,19 @@ def memory(n, d):
 
 
 def report(rows, mem, n_mem, repeats, machine):
-    header = ["n", "d", "library ms (min / median)", "PyTorch ms (min / median)",
-              "floor ms (min / median)", "library / PyTorch (min / median)",
-              "library / floor (min / median)", "rel. error library", "rel. error PyTorch"]
+    header = ["n", "d", "library ms", "PyTorch ms", "floor ms", "library / PyTorch",
+              "library / floor", "error library", "error PyTorch"]
+
+    def ms(t):  # milliseconds, 3 significant digits without exponents
+        t = 1e3 * t
+        return f"{t:.0f}" if t >= 100 else f"{t:.3g}"
+
     body = []
     for r in rows:
         body.append([r["n"], r["d"],
-                     f"{1e3 * r['ours'][0]:.3g} / {1e3 * r['ours'][1]:.3g}",
-                     f"{1e3 * r['peer'][0]:.3g} / {1e3 * r['peer'][1]:.3g}",
-                     f"{1e3 * r['floor'][0]:.3g} / {1e3 * r['floor'][1]:.3g}",
+                     f"{ms(r['ours'][0])} / {ms(r['ours'][1])}",
+                     f"{ms(r['peer'][0])} / {ms(r['peer'][1])}",
+                     f"{ms(r['floor'][0])} / {ms(r['floor'][1])}",
                      f"{r['ours'][0] / r['peer'][0]:.2f} / {r['ours'][1] / r['peer'][1]:.2f}",
                      f"{r['ours'][0] / r['floor'][0]:.2f} / {r['ours'][1] / r['floor'][1]:.2f}",
                      f"{r['err_ours']:.1e}", f"{r['err_peer']:.1e}"])
@@ -193,10 +197,11 @@ def report(rows, mem, n_mem, repeats, machine):
     def sizes(lst):
         return ", ".join(f"(n = {n}, d = {d})" for n, d in lst) or "none"
 
-    return (f"{machine} Float64; NumPy's BLAS and PyTorch on {THREADS} threads. Times in "
-            f"milliseconds over {repeats} interleaved runs; ratios are library time / peer "
-            f"time (below 1: the library is faster). Errors: largest deviation from a direct "
-            f"float64 evaluation on {CHECK_ROWS} query rows, relative to the largest output.\n\n"
+    return (f"{machine} Float64; NumPy's BLAS and PyTorch on {THREADS} threads. Every "
+            f"time and ratio is min / median over {repeats} interleaved runs; times in "
+            f"milliseconds, ratios are library time / peer time (below 1: the library is "
+            f"faster). Errors: largest deviation from a direct float64 evaluation on "
+            f"{CHECK_ROWS} query rows, relative to the largest output.\n\n"
             + _common.markdown_table(header, body) + "\n\n"
             f"Sizes where the library's median time is above PyTorch's: {sizes(slower)}. "
             f"Sizes with d ≥ 64 where it is above {FLOOR_TARGET}× the floor (median): "
@@ -229,7 +234,11 @@ def figure(rows, path):
         ax.axhline(target, color="k", ls="--", lw=1)
         ax.set_xticks(x, [f"d = {d}" for d in ds])
         ax.set_ylabel(f"{title}\n(median time ratio)")
-    axes[0].legend(fontsize=9)
+    top = max(ax.get_ylim()[1] for ax in axes)
+    for ax in axes:  # room above the bars for the legend, clear of the target line
+        ax.set_ylim(0, 1.3 * top)
+    axes[0].legend(fontsize=9, ncols=len(ns), loc="upper left", columnspacing=0.8,
+                   handlelength=1.2, handletextpad=0.4, borderaxespad=0.3)
     fig.savefig(path)
     print(f"wrote {path}")
 
