@@ -892,12 +892,12 @@ def local_lipschitz(X, A, V, *, causal=False, weights=None, tol=1e-6, return_vec
         (:math:`\theta_2` is a lower bound of :math:`\lambda_2`, not an upper one). When
         the two largest singular values are closer, relatively, than ``tol`` can resolve in
         a few products, the Krylov space may still hold only a mixture of their singular
-        vectors when the test passes, and the value can then be low by up to their
-        distance. Tokens in tight clusters produce such near-equal pairs: over 773 random
-        clustered configurations (n = 64 to 256, d = 2 to 4) and three tolerances, 16 of
-        2319 calls were off by more than ``tol`` (by up to 8.6e-3, and up to 696 ``tol``,
-        at ``tol = 1e-4`` and ``1e-6``; none at ``1e-10``), all with the two largest
-        singular values within 0.9 % of each other
+        vectors when the test passes, and the value can then be low by about their
+        distance (more when several are close). Tokens in tight clusters produce such
+        near-equal pairs: over 773 random clustered configurations (n = 64 to 256, d = 2
+        to 4) and three tolerances, 16 of 2319 calls were off by more than ``tol`` (by up
+        to 8.6e-3, and up to 696 ``tol``, at ``tol = 1e-4`` and ``1e-6``; none at
+        ``1e-10``), all with the two largest singular values within 0.9 % of each other
         (``benchmarks/lanczos_near_equal_pairs.py``). Chapter 5 shows one such input.
     return_vectors : bool
         Return a :class:`LipschitzResult` (value, top singular vectors, number of products)
