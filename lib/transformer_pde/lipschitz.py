@@ -615,8 +615,20 @@ _MIXED_PRECISION_MIN_TOKENS = 128
 _START_WEIGHT_X = 1.0
 #: Fewest products from a fresh (not warm) start before the stopping test is trusted.
 _LANCZOS_MIN_STEPS = 5
+#: Most products with the normal operator for ``method="lanczos"`` when ``maxiter`` is None.
+_LANCZOS_MAX_PRODUCTS = 2000
 #: Memory budget of the Lanczos basis (bytes); the basis restarts when it is full.
 _LANCZOS_BASIS_BYTES = 2**28
+
+
+def _max_products(maxiter):
+    """The product budget of the Lanczos method for the option ``maxiter``."""
+    return _LANCZOS_MAX_PRODUCTS if maxiter is None else maxiter
+
+
+def _not_converged(tol, max_products):
+    return RuntimeError(f"local_lipschitz: Lanczos did not reach tol={tol:g} in "
+                        f"maxiter={max_products} products")
 
 
 def _lanczos_top(clin, n, d_in, *, tol, v0, seed, maxiter, X_in):
@@ -632,7 +644,7 @@ def _lanczos_top(clin, n, d_in, *, tol, v0, seed, maxiter, X_in):
     else:
         start, min_steps = v0, 1
     max_basis = int(min(40, max(8, _LANCZOS_BASIS_BYTES // (8 * dim)), dim))
-    max_products = 2000 if maxiter is None else maxiter
+    max_products = _max_products(maxiter)
     tokens = _low_rank_tokens(clin.kX[0]) if clin.heads.K is None else None
     op64 = _NormalOperator(clin, tokens)
     second, used = -np.inf, 0
@@ -648,8 +660,7 @@ def _lanczos_top(clin, n, d_in, *, tol, v0, seed, maxiter, X_in):
                              max_products=max_products, lower2=second,
                              min_steps=used + min_steps)
     if not ok:
-        raise RuntimeError(f"local_lipschitz: Lanczos did not reach tol={tol:g} in "
-                           f"maxiter={max_products} products")
+        raise _not_converged(tol, max_products)
     return lam, z, op64.count
 
 
@@ -739,19 +750,19 @@ def _merged_top_singular(heads, merge, tol, seed, maxiter, vectors):
     if dim <= 64:
         N = np.column_stack([op(e) for e in np.eye(dim)])
         vals, vecs = np.linalg.eigh((N + N.T) / 2)
-        lam, z, op.count = vals[-1], vecs[:, -1], dim
+        lam, z = vals[-1], vecs[:, -1]  # op.count is dim: one product per column
     else:
         rnd = np.random.default_rng(seed).standard_normal(dim)
         start = rnd / np.linalg.norm(rnd)
         Y_in = (Y if U is None else Y @ U) * op.scale  # the tokens' scaling direction
         if np.any(Y_in):
             start[:Y_in.size] += Y_in.ravel() / np.linalg.norm(Y_in)
+        max_products = _max_products(maxiter)
         lam, z, _, ok = _lanczos(op, start, target=tol, max_basis=min(40, dim),
-                                 max_products=2000 if maxiter is None else maxiter,
+                                 max_products=max_products,
                                  min_steps=min(_LANCZOS_MIN_STEPS, dim))
         if not ok:
-            raise RuntimeError(f"local_lipschitz: Lanczos did not reach tol={tol:g} in "
-                               f"maxiter={maxiter} products")
+            raise _not_converged(tol, max_products)
     value = float(np.sqrt(max(lam, 0.0)))
     if not vectors:
         return LipschitzResult(value, None, None, op.count)
