@@ -12,6 +12,7 @@ import math
 import numpy as np
 import ot
 import pytest
+import threadpoolctl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from transformer_pde import attention
@@ -407,6 +408,36 @@ def test_automatic_chunks_match_one_dense_block(causal):
     np.testing.assert_allclose(auto, dense, rtol=1e-13, atol=1e-14)
     P = attention.softmax_matrix(X, A, causal=causal)
     np.testing.assert_allclose(P @ X @ V.T, auto, rtol=1e-11, atol=1e-12)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_concurrent_chunks_of_large_inner_dimension_match_one_dense_block(causal):
+    # d = 32 (above the fused path): 1100 queries make five chunks of 238, which run
+    # concurrently with NumPy's BLAS on the calling threads; the BLAS setting is restored
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(1100, 32))
+    A = rng.normal(size=(32, 32)) / 32
+    V = rng.normal(size=(32, 32))
+    assert attention._chunks_on_cores(1100, 1100, 32, 32, None) == (attention._THREADS > 1)
+    before = threadpoolctl.threadpool_info()
+    auto = attention.softmax(X, A, V, causal=causal)
+    assert threadpoolctl.threadpool_info() == before
+    dense = attention.softmax(X, A, V, causal=causal, chunk_size=1100)
+    np.testing.assert_allclose(auto, dense, rtol=1e-13, atol=1e-14)
+    P = attention.softmax_matrix(X, A, causal=causal)
+    np.testing.assert_allclose(P @ X @ V.T, auto, rtol=1e-11, atol=1e-12)
+
+
+def test_blas_setting_restored_after_an_error_in_concurrent_chunks():
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(1100, 32))
+    queries = X.copy()
+    queries[-1] = 1e300  # its logits overflow
+    before = threadpoolctl.threadpool_info()
+    with pytest.raises(ValueError, match="query 1099 overflow"):
+        with np.errstate(over="ignore", invalid="ignore"):
+            attention.softmax(X, 1e10 * np.eye(32), np.eye(32), queries=queries)
+    assert threadpoolctl.threadpool_info() == before
 
 
 # --------------------------------------------------------------------------------------

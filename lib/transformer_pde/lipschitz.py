@@ -42,7 +42,7 @@ from scipy.linalg import eigh
 from scipy.sparse.linalg import LinearOperator, eigsh
 
 from . import _checks
-from .attention import softmax_matrix
+from .attention import _softmax_matrix_of_factors
 
 __all__ = [
     "jvp",
@@ -165,11 +165,9 @@ def _linearise(X, heads, causal, weights):
         kX = np.broadcast_to(kX, (H,) + kX.shape[1:])
     if vX.shape[0] == 1 and H > 1:
         vX = np.broadcast_to(vX, (H,) + vX.shape[1:])
-    # softmax_matrix(Y, A) uses logits <A y_i, x_j>; with Y = qX, X = kX and A = I this is
-    # <Q x_i, K x_j> = <A x_i, x_j>, through its log-sum-exp, weights and causal mask.
-    k = qX.shape[2]
-    eye = np.eye(k)
-    P = np.stack([softmax_matrix(kX[h], eye, weights=weights, causal=causal, queries=qX[h])
+    # logits <Q x_i, K x_j> = <A x_i, x_j>, through softmax_matrix's log-sum-exp, weights
+    # and causal mask
+    P = np.stack([_softmax_matrix_of_factors(qX[h], kX[h], weights, causal)
                   for h in range(H)])
     return _Linearisation(heads, qX, kX, vX, P, P @ vX, _output_matrix(heads.V_out))
 
@@ -349,15 +347,16 @@ def _low_rank_tokens(X):
     normal operator with an ``(n, d)`` matrix built from ``X`` costs
     :math:`(n^2 + nd)\,\mathrm{rank}` instead of :math:`n^2 d`. A random sketch
     :math:`XG` with one column more than the largest useful rank first rejects, in
-    :math:`O(nd\,\mathrm{rank})`, tokens whose rank is clearly larger (its smallest singular
-    value above :math:`10^{-5}` times its largest).
+    :math:`O(nd\,\mathrm{rank})`, tokens whose rank is clearly larger (the smallest
+    eigenvalue of the sketch's Gram matrix above :math:`10^{-10}` times its largest, i.e.
+    singular values of the sketch within a factor :math:`10^5`).
     """
     n, d = X.shape
     max_rank = int(_LOW_RANK_FRACTION * n * d // (n + d))
     if max_rank < min(n, d):  # a sketch of max_rank + 1 columns rejects full-rank X cheaply
         sketch = X @ np.random.default_rng(0).standard_normal((d, max_rank + 1))
-        sv = np.linalg.svd(sketch, compute_uv=False)
-        if sv[-1] > 1e-5 * sv[0]:
+        ev = np.linalg.eigvalsh(sketch.T @ sketch)
+        if ev[0] > 1e-10 * ev[-1]:
             return None
     gram = X @ X.T if n <= d else X.T @ X
     m = gram.shape[0]
@@ -475,6 +474,11 @@ class _NormalOperator:
         return grad.ravel().astype(np.float64, copy=False)
 
 
+#: A second reorthogonalisation pass runs when the first left less than this fraction of the
+#: norm (the criterion of Daniel, Gragg, Kaufman and Stewart, 1976).
+_REORTH_KEEP = 2**-0.5
+
+
 def _ritz(alpha, beta):
     """Eigen-decomposition of the Lanczos tridiagonal matrix (ascending)."""
     m = len(alpha)
@@ -512,9 +516,15 @@ def _lanczos(op, v0, *, target, max_basis, max_products, lower2=-np.inf, floor=0
                 return theta, y / np.linalg.norm(y), second, False
             w = op(basis[j])
             alpha.append(float(basis[j] @ w))
-            for _ in range(2):  # full reorthogonalisation, twice is enough
-                w -= basis[:j + 1].T @ (basis[:j + 1] @ w)
+            w -= alpha[-1] * basis[j]  # the three-term recurrence removes the large parts
+            if j:
+                w -= beta[-1] * basis[j - 1]
             b = float(np.linalg.norm(w))
+            for _ in range(2):  # full reorthogonalisation; repeated only when it removed
+                w -= basis[:j + 1].T @ (basis[:j + 1] @ w)  # much (Daniel et al., 1976)
+                b, before = float(np.linalg.norm(w)), b
+                if b > _REORTH_KEEP * before:
+                    break
             beta.append(b)
             vals, vecs = _ritz(np.array(alpha), np.array(beta))
             theta = float(vals[-1])
