@@ -419,6 +419,9 @@ def test_concurrent_chunks_of_large_inner_dimension_match_one_dense_block(causal
     A = rng.normal(size=(32, 32)) / 32
     V = rng.normal(size=(32, 32))
     assert attention._chunks_on_cores(1100, 1100, 32, 32, None) == (attention._THREADS > 1)
+    # fewer than 8 tokens per dimension: chunks in turn (the projections would weigh more)
+    assert not attention._chunks_on_cores(1000, 1000, 384, 384, None)
+    assert attention._chunks_on_cores(4000, 4000, 384, 384, None) == (attention._THREADS > 1)
     before = threadpoolctl.threadpool_info()
     auto = attention.softmax(X, A, V, causal=causal)
     assert threadpoolctl.threadpool_info() == before

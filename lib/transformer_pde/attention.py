@@ -16,10 +16,11 @@ and beyond), Sinkhorn runs in the log domain, and queries are processed in chunk
 memory stays :math:`O(\text{chunk} \times n)` instead of :math:`O(n^2)`.
 Exponentials are computed by a compiled, vectorised kernel (:mod:`._exp_kernel`); for
 logits and values of small dimension (at most 16) each query row is one fused pass (logits,
-exponentials and sums in cache) on all cores. Up to inner dimension 128, chunks of queries
-run concurrently, one per core, with NumPy's BLAS held on the calling thread for the
-duration of the call (``threadpoolctl``); above, the matrix products dominate and use the
-BLAS threads, chunk after chunk.
+exponentials and sums in cache) on all cores. Otherwise, with at least 8 tokens per
+dimension of the logits, chunks of queries run concurrently, one per core, with NumPy's BLAS
+held on the calling thread for the duration of the call (``threadpoolctl``); with fewer, the
+projections of the tokens weigh more and the matrix products use the BLAS threads, chunk
+after chunk.
 
 References: Vaswani et al. (2017) for softmax attention, Kim et al. (2021) for L2 attention,
 Sander et al. (2022) for Sinkhorn attention, Ramapuram et al. (2025) for sigmoid attention;
@@ -66,12 +67,15 @@ _MAX_GEMM_ROWS = 256
 _SMALL_INNER = 16
 _SINGLE_THREAD_PRODUCT = 2**17
 
-#: Chunks run concurrently, one per core with its own products and exponentials, for logits
-#: of inner dimension up to this; above, the products dominate and run on all cores, chunk
-#: after chunk. Measured against chunks in turn (n = 1000 to 4000, median of interleaved
-#: runs): 13-16 % faster at d = 64, 5-10 % at d = 128, even at d = 192, up to 17 % slower
-#: at d = 384.
-_CONCURRENT_MAX_INNER = 128
+#: Chunks run concurrently, one per core with its own products and exponentials, when there
+#: are at least this many tokens per dimension of the logits (``n >= 8 inner``); with fewer,
+#: the projections of the tokens (``m inner^2`` multiply-adds against ``m n inner`` for the
+#: chunks), which then run on one core, cost more than the concurrency saves, and the chunks
+#: run in turn with the products on all cores. Measured against chunks in turn (medians of
+#: interleaved runs): 13-16 % faster at d = 64 (n = 1000 and 4000), 5 % at n = 4000,
+#: d = 192, 6-11 % at n = 4000, d = 384 and 16 % at n = 16000, d = 384; 14 % slower at
+#: n = 1000, d = 384.
+_CONCURRENT_MIN_TOKENS_PER_INNER = 8
 
 #: Logits of inner dimension up to this, with values of dimension up to
 #: ``_FUSED_MAX_VALUES``, go through one compiled pass per query row (logits, exponential and
@@ -97,9 +101,9 @@ _blas = None
 def _chunks_on_cores(m, n, inner, p, chunk_size):
     """Whether the chunks of ``m`` queries against ``n`` tokens run concurrently, one per
     core, when they do not take the fused path (see :func:`_normalised_average`): more than
-    one core, more than one chunk, and logits of inner dimension at most
-    :data:`_CONCURRENT_MAX_INNER`."""
-    if _THREADS < 2 or m < 2 or inner > _CONCURRENT_MAX_INNER:
+    one core, more than one chunk, and at least :data:`_CONCURRENT_MIN_TOKENS_PER_INNER`
+    tokens per dimension ``inner`` of the logits."""
+    if _THREADS < 2 or m < 2 or n < _CONCURRENT_MIN_TOKENS_PER_INNER * inner:
         return False
     return len(_bounds(m, n, chunk_size, inner, p, True)) > 1
 
@@ -243,9 +247,9 @@ def _normalised_average(logit_block, values, logw, m, causal, chunk_size, inner)
     ``logit_block(start, stop, ncols)`` returns the logits of queries ``start..stop-1``
     against tokens ``0..ncols-1`` (a matrix product of inner dimension ``inner``).
     Numerator and denominator come from one matrix product with ``[values, 1]``. With more
-    than one core, more than one chunk and ``inner`` at most :data:`_CONCURRENT_MAX_INNER`,
-    the chunks run concurrently, one task per core, each with its logits, exponentials and
-    products on its own core: the caller enters
+    than one core, more than one chunk and ``n >= 8 inner`` (see
+    :data:`_CONCURRENT_MIN_TOKENS_PER_INNER`), the chunks run concurrently, one task per
+    core, each with its logits, exponentials and products on its own core: the caller enters
     :func:`_blas_on_calling_thread` with :func:`_chunks_on_cores` (before it projects the
     tokens). Against chunks in turn with the products on all cores, this also spreads the
     exponentials over the cores (at ``d = 64`` they cost about a third of the products).
