@@ -100,10 +100,11 @@ _blas = None
 
 def _chunks_on_cores(m, n, inner, p, chunk_size):
     """Whether the chunks of ``m`` queries against ``n`` tokens run concurrently, one per
-    core, when they do not take the fused path (see :func:`_normalised_average`): more than
-    one core, more than one chunk, and at least :data:`_CONCURRENT_MIN_TOKENS_PER_INNER`
-    tokens per dimension ``inner`` of the logits."""
-    if _THREADS < 2 or m < 2 or n < _CONCURRENT_MIN_TOKENS_PER_INNER * inner:
+    core (see :func:`_normalised_average`): not the fused path, more than one core, more
+    than one chunk, and at least :data:`_CONCURRENT_MIN_TOKENS_PER_INNER` tokens per
+    dimension ``inner`` of the logits."""
+    if (_THREADS < 2 or m < 2 or _fused(inner, p, chunk_size)
+            or n < _CONCURRENT_MIN_TOKENS_PER_INNER * inner):
         return False
     return len(_bounds(m, n, chunk_size, inner, p, True)) > 1
 
