@@ -70,8 +70,9 @@ _SINGLE_THREAD_PRODUCT = 2**17
 #: Chunks run concurrently, one per core with its own products and exponentials, when there
 #: are at least this many tokens per dimension of the logits (``n >= 8 inner``); with fewer,
 #: the projections of the tokens (``m inner^2`` multiply-adds against ``m n inner`` for the
-#: chunks), which then run on one core, cost more than the concurrency saves, and the chunks
-#: run in turn with the products on all cores. Measured against chunks in turn (medians of
+#: chunks), which then run on one core, and the few chunks, unevenly shared between the
+#: cores, cost more than the concurrency saves, and the chunks run in turn with the products
+#: on all cores. Measured against chunks in turn (medians of
 #: interleaved runs): 13-16 % faster at d = 64 (n = 1000 and 4000), 5 % at n = 4000,
 #: d = 192, 6-11 % at n = 4000, d = 384 and 16 % at n = 16000, d = 384; 14 % slower at
 #: n = 1000, d = 384.
