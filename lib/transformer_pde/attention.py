@@ -243,17 +243,17 @@ def _bounds(m, n, chunk_size, inner, p, concurrent):
     return list(_chunk_bounds(m, n, chunk_size, inner))
 
 
-def _normalised_average(logit_block, values, logw, m, causal, chunk_size, inner):
+def _normalised_average(logit_block, values, logw, m, causal, chunk_size, inner, concurrent):
     r"""Rows :math:`\sum_j P_{ij} v_j` with :math:`P_{ij} \propto w_j e^{L_{ij}}`, chunked.
 
     ``logit_block(start, stop, ncols)`` returns the logits of queries ``start..stop-1``
     against tokens ``0..ncols-1`` (a matrix product of inner dimension ``inner``).
-    Numerator and denominator come from one matrix product with ``[values, 1]``. With more
-    than one core, more than one chunk and ``n >= 8 inner`` (see
-    :data:`_CONCURRENT_MIN_TOKENS_PER_INNER`), the chunks run concurrently, one task per
-    core, each with its logits, exponentials and products on its own core: the caller enters
-    :func:`_blas_on_calling_thread` with :func:`_chunks_on_cores` (before it projects the
-    tokens). Against chunks in turn with the products on all cores, this also spreads the
+    Numerator and denominator come from one matrix product with ``[values, 1]``. With
+    ``concurrent`` (the caller's :func:`_chunks_on_cores`: more than one core, more than one
+    chunk and ``n >= 8 inner``), the chunks run concurrently, one task per core, each with
+    its logits, exponentials and products on its own core; the caller has entered
+    :func:`_blas_on_calling_thread` with the same flag before it projected the tokens.
+    Against chunks in turn with the products on all cores, this also spreads the
     exponentials over the cores (at ``d = 64`` they cost about a third of the products).
     """
     n, p = values.shape
@@ -262,7 +262,6 @@ def _normalised_average(logit_block, values, logw, m, causal, chunk_size, inner)
     factors = getattr(logit_block, "factors", None)
     if _fused(factors[0].shape[1] if factors is not None else np.inf, p, chunk_size):
         return _fused_average(*factors, values1, logw, m, causal, out)
-    concurrent = _chunks_on_cores(m, n, inner, p, chunk_size)
     bounds = _bounds(m, n, chunk_size, inner, p, concurrent)
 
     def chunk(start_stop):
@@ -386,10 +385,10 @@ def softmax(X, A, V, *, weights=None, causal=False, queries=None, chunk_size=Non
     d = X.shape[1]
     A = _checks.matrix(A, "A", shape=(d, d))
     V = _checks.matrix(V, "V", cols=d)
-    with _blas_on_calling_thread(_chunks_on_cores(Y.shape[0], X.shape[0], d, V.shape[0],
-                                                  chunk_size)):
+    concurrent = _chunks_on_cores(Y.shape[0], X.shape[0], d, V.shape[0], chunk_size)
+    with _blas_on_calling_thread(concurrent):
         return _normalised_average(_softmax_logits(X, Y, A), X @ V.T, logw, Y.shape[0],
-                                   causal, chunk_size, d)
+                                   causal, chunk_size, d, concurrent)
 
 
 def softmax_matrix(X, A, *, weights=None, causal=False, queries=None):
@@ -426,10 +425,11 @@ def l2(X, Q, K, V, *, weights=None, causal=False, queries=None, chunk_size=None)
     d = X.shape[1]
     Q, K = _checks.query_key(Q, K, d)
     V = _checks.matrix(V, "V", cols=d)
-    with _blas_on_calling_thread(_chunks_on_cores(Y.shape[0], X.shape[0], Q.shape[0],
-                                                  V.shape[0], chunk_size)):
+    concurrent = _chunks_on_cores(Y.shape[0], X.shape[0], Q.shape[0], V.shape[0],
+                                  chunk_size)
+    with _blas_on_calling_thread(concurrent):
         return _normalised_average(_l2_logits(X, Y, Q, K), X @ V.T, logw, Y.shape[0],
-                                   causal, chunk_size, Q.shape[0])
+                                   causal, chunk_size, Q.shape[0], concurrent)
 
 
 def l2_matrix(X, Q, K, *, weights=None, causal=False, queries=None):
@@ -557,10 +557,11 @@ def sinkhorn(X, Q, K, V, *, weights=None, queries=None, n_steps=None, tol=1e-10,
     with np.errstate(divide="ignore"):
         logw = np.log(w)
     if g_row is g:  # the last step normalised rows: a plain normalised average
-        with _blas_on_calling_thread(_chunks_on_cores(Y.shape[0], X.shape[0], Q.shape[0],
-                                                      V.shape[0], chunk_size)):
+        concurrent = _chunks_on_cores(Y.shape[0], X.shape[0], Q.shape[0], V.shape[0],
+                                      chunk_size)
+        with _blas_on_calling_thread(concurrent):
             return _normalised_average(_l2_logits(X, Y, Q, K), X @ V.T, logw + g, Y.shape[0],
-                                       False, chunk_size, Q.shape[0])
+                                       False, chunk_size, Q.shape[0], concurrent)
     block = _l2_logits(X, Y, Q, K)
     values = X @ V.T
     # an even number of steps ends on a column normalisation: the rows of the kernel do not
