@@ -1,11 +1,14 @@
 """Shared pieces of the benchmarks: interleaved timing, the machine line, result files."""
 
 import datetime
+import math
 import os
 import platform
+import threading
 import time
 from pathlib import Path
 
+import numba
 import numpy as np
 import scipy
 
@@ -13,24 +16,53 @@ import scipy
 GENERATED = Path(__file__).resolve().parents[1] / "book" / "generated"
 
 
-#: Pause before each timed call (seconds): NumPy's BLAS (OpenBLAS) and PyTorch (OpenMP) keep
-#: their threads spinning for a while after a call (OpenBLAS up to 2^28 cycles by default);
-#: without a pause they would take the cores from the other library's next call.
+#: Before each timed call, both cores are kept busy for this long (seconds, not timed).
+#: OpenBLAS and PyTorch's OpenMP keep their threads spinning for a while after a call
+#: (OpenBLAS up to 2^28 cycles by default), which would take the cores from the other
+#: library's next call; a plain pause lets them stop, but on a virtual machine it also lets
+#: the idle cores sleep, and the next call then waits for them (calls of 25 ms took up to
+#: 45 ms after a pause of 0.3 s).
 SETTLE = 0.3
+
+_BURN_STEPS = 200_000
+
+
+@numba.njit(nogil=True, cache=True)
+def _burn(steps):
+    """Busy arithmetic for ``steps`` steps, without the GIL."""
+    acc = 0.0
+    for i in range(steps):
+        acc += math.sqrt(i + acc * 1e-9)
+    return acc
+
+
+def _busy_cores(seconds, cores=2):
+    """Keep ``cores`` threads computing for ``seconds``."""
+    def work():
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            _burn(_BURN_STEPS)
+
+    threads = [threading.Thread(target=work) for _ in range(cores)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
 
 
 def interleaved(fns, repeats):
     """Wall-clock times ``times[k][r]`` of ``fns[k]()`` in repeat ``r``, run in turn.
 
     The functions alternate within each repeat, so a change of machine load affects them
-    alike; report the min (least disturbed run) and the median of each. Each call starts
-    after a pause of :data:`SETTLE` seconds (not timed), so that both libraries run with
-    their default threading without the other's idle threads in the way.
+    alike; report the min (least disturbed run) and the median of each. Before each call,
+    both cores compute for :data:`SETTLE` seconds (not timed), so that both libraries run
+    with their default threading without the other's idle threads in the way, on cores that
+    are awake.
     """
     times = [[] for _ in fns]
     for _ in range(repeats):
         for k, fn in enumerate(fns):
-            time.sleep(SETTLE)
+            _busy_cores(SETTLE)
             start = time.perf_counter()
             fn()
             times[k].append(time.perf_counter() - start)

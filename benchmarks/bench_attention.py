@@ -15,10 +15,11 @@ Both NumPy's BLAS and PyTorch use 2 threads (``OPENBLAS_NUM_THREADS=2``,
 ``torch.set_num_threads(2)``). Before timing, the library's and PyTorch's outputs are
 compared on 256 query rows with a direct float64 evaluation (full logits of those rows,
 ``exp`` after subtracting the row maximum, normalisation); both must agree to ``1e-10``
-relative to the largest output. Times are min and median over ``--repeats`` interleaved
-runs (library, PyTorch and floor alternate). Then the peak memory of the library at
-``n = 10^5``, ``d = 2`` (``tracemalloc`` for NumPy's allocations; the peak resident set of
-a fresh process), against the 1 GiB budget.
+relative to the largest output. Times are min and median over interleaved runs (library,
+PyTorch and floor alternate): ``--repeats`` at the largest ``n``, more at smaller ones (see
+:func:`repeats_at`), whose short calls vary more from run to run. Then the peak memory of
+the library at ``n = 10^5``, ``d = 2`` (``tracemalloc`` for NumPy's allocations; the peak
+resident set of a fresh process), against the 1 GiB budget.
 
 Writes ``book/generated/bench_attention.md`` and ``.png`` (the performance appendix of
 the book includes them).
@@ -100,6 +101,12 @@ def torch_attention(torch, X, A, V):
     return run
 
 
+def repeats_at(n, repeats, n_max):
+    """Interleaved runs at ``n``: ``repeats`` times the square root of ``n_max / n``,
+    rounded (20, 10 and 5 at n = 1000, 4000 and 16000 for the default 5)."""
+    return max(repeats, round(repeats * (n_max / n) ** 0.5))
+
+
 def measure(torch, n, d, repeats):
     X, A, V = problem(n, d)
     ours = lambda: attention.softmax(X, A, V)  # noqa: E731
@@ -113,7 +120,7 @@ def measure(torch, n, d, repeats):
     assert err_ours <= RTOL, ("library", n, d, err_ours)
     assert err_peer <= RTOL, ("PyTorch", n, d, err_peer)
     t_ours, t_peer, t_floor = _common.interleaved([ours, peer, floor], repeats)
-    row = dict(n=n, d=d, ours=_common.stats(t_ours), peer=_common.stats(t_peer),
+    row = dict(n=n, d=d, repeats=repeats, ours=_common.stats(t_ours), peer=_common.stats(t_peer),
                floor=_common.stats(t_floor), err_ours=err_ours, err_peer=err_peer)
     vs_peer = [row["ours"][k] / row["peer"][k] for k in range(2)]
     vs_floor = [row["ours"][k] / row["floor"][k] for k in range(2)]
@@ -172,9 +179,9 @@ def memory(n, d):
     return peak, before, after
 
 
-def report(rows, mem, n_mem, repeats, machine):
+def report(rows, mem, n_mem, machine):
     header = ["n", "d", "library ms", "PyTorch ms", "floor ms", "library / PyTorch",
-              "library / floor", "error library", "error PyTorch"]
+              "library / floor", "error library", "error PyTorch", "runs"]
 
     def ms(t):  # milliseconds, 3 significant digits without exponents
         t = 1e3 * t
@@ -188,7 +195,7 @@ def report(rows, mem, n_mem, repeats, machine):
                      f"{ms(r['floor'][0])} / {ms(r['floor'][1])}",
                      f"{r['ours'][0] / r['peer'][0]:.2f} / {r['ours'][1] / r['peer'][1]:.2f}",
                      f"{r['ours'][0] / r['floor'][0]:.2f} / {r['ours'][1] / r['floor'][1]:.2f}",
-                     f"{r['err_ours']:.1e}", f"{r['err_peer']:.1e}"])
+                     f"{r['err_ours']:.1e}", f"{r['err_peer']:.1e}", r["repeats"]])
     peak, before, after = mem
     slower = [(r["n"], r["d"]) for r in rows if r["ours"][1] > r["peer"][1]]
     off_floor = [(r["n"], r["d"]) for r in rows
@@ -198,7 +205,8 @@ def report(rows, mem, n_mem, repeats, machine):
         return ", ".join(f"(n = {n}, d = {d})" for n, d in lst) or "none"
 
     return (f"{machine} Float64; NumPy's BLAS and PyTorch on {THREADS} threads. Every "
-            f"time and ratio is min / median over {repeats} interleaved runs; times in "
+            f"time and ratio is min / median over interleaved runs (their number in the last "
+            f"column: more at small n, whose short calls vary more); times in "
             f"milliseconds, ratios are library time / peer time (below 1: the library is "
             f"faster). Errors: largest deviation from a direct float64 evaluation on "
             f"{CHECK_ROWS} query rows, relative to the largest output.\n\n"
@@ -247,7 +255,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
                         help="n in {500, 2000}, d in {2, 64}, memory at n = 20000; no files")
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=5,
+                        help="interleaved runs at the largest n (more at smaller n)")
     parser.add_argument("--no-write", action="store_true", help="do not write book/generated")
     args = parser.parse_args()
     import torch
@@ -259,9 +268,9 @@ def main():
         ns, ds, n_mem = (1000, 4000, 16000), (2, 64, 384), 100_000
     machine = _common.machine_line(torch)
     print(machine)
-    rows = [measure(torch, n, d, args.repeats) for n in ns for d in ds]
+    rows = [measure(torch, n, d, repeats_at(n, args.repeats, max(ns))) for n in ns for d in ds]
     mem = memory(n_mem, 2)
-    text = report(rows, mem, n_mem, args.repeats, machine)
+    text = report(rows, mem, n_mem, machine)
     print(text)
     if not args.no_write and not args.quick:
         _common.write_result("attention", text)

@@ -117,6 +117,30 @@ def exp_shifted_rows(block, row_max):
             _exp_row(row, mx)
 
 
+@numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy")
+def exp_shifted_rows_summed(block, row_max, row_sum):
+    """:func:`exp_shifted_rows`, and ``row_sum[i] <- sum(block[i])`` after the exponential
+    (summed while the row is still in cache; NaN for a row left as it is)."""
+    for i in range(block.shape[0]):
+        row = block[i]
+        mx = _row_max(row)
+        row_max[i] = mx
+        if math.isfinite(mx):
+            _exp_row(row, mx)
+            row_sum[i] = _sum(row)
+        else:
+            row_sum[i] = np.nan
+
+
+@numba.njit(nogil=True, cache=True, boundscheck=False, fastmath={"contract", "reassoc"})
+def _sum(a):
+    """Sum, vectorised (reassociated: several partial sums)."""
+    acc = 0.0
+    for j in range(a.size):
+        acc += a[j]
+    return acc
+
+
 @numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy",
             fastmath={"contract"})
 def fused_rows(queries, keys_t, values_t, logw, causal, row0, row1, out, row_max):
