@@ -419,7 +419,7 @@ def test_concurrent_chunks_of_large_inner_dimension_match_one_dense_block(causal
     A = rng.normal(size=(32, 32)) / 32
     V = rng.normal(size=(32, 32))
     assert attention._chunks_on_cores(1100, 1100, 32, 32, None) == (attention._THREADS > 1)
-    # fewer than 8 tokens per dimension: chunks in turn (the projections would weigh more)
+    # fewer than 8 tokens per dimension: chunks in turn, the products on all cores
     assert not attention._chunks_on_cores(1000, 1000, 384, 384, None)
     assert attention._chunks_on_cores(4000, 4000, 384, 384, None) == (attention._THREADS > 1)
     before = threadpoolctl.threadpool_info()
@@ -429,6 +429,34 @@ def test_concurrent_chunks_of_large_inner_dimension_match_one_dense_block(causal
     np.testing.assert_allclose(auto, dense, rtol=1e-13, atol=1e-14)
     P = attention.softmax_matrix(X, A, causal=causal)
     np.testing.assert_allclose(P @ X @ V.T, auto, rtol=1e-11, atol=1e-12)
+
+
+def test_concurrent_chunks_are_equal_and_shared_evenly_between_the_cores():
+    for m, n, inner, p in ((1000, 1000, 64, 64), (4000, 4000, 384, 384), (1001, 1001, 32, 3),
+                           (4097, 4097, 8, 2)):
+        bounds = attention._bounds(m, n, None, inner, p, True)
+        starts, stops = zip(*bounds, strict=True)
+        assert starts[0] == 0 and stops[-1] == m and starts[1:] == stops[:-1]
+        sizes = [b - a for a, b in bounds]
+        assert max(sizes) - min(sizes) <= 1
+        assert len(bounds) % attention._THREADS == 0
+
+
+def test_scratch_arrays_reused_across_calls_of_other_sizes_do_not_leak():
+    # the projections and the logits go through arrays each thread keeps between calls:
+    # calls of other sizes in between must not change a result, and a returned array must
+    # not be one of them
+    rng = np.random.default_rng(9)
+    problems = []
+    for n, d in ((700, 64), (300, 20), (1200, 48), (700, 64)):
+        X = rng.normal(size=(n, d))
+        A = rng.normal(size=(d, d)) / d
+        V = rng.normal(size=(d, d))
+        problems.append((X, A, V, attention.softmax_matrix(X, A) @ X @ V.T))
+    outputs = [attention.softmax(X, A, V) for X, A, V, _ in problems]
+    for out, (_, _, _, ref) in zip(outputs, problems, strict=True):
+        np.testing.assert_allclose(out, ref, rtol=1e-11, atol=1e-12)
+    assert not np.shares_memory(outputs[0], outputs[3])
 
 
 def test_blas_setting_restored_after_an_error_in_concurrent_chunks():

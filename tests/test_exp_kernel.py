@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 from transformer_pde import attention
-from transformer_pde._exp_kernel import exp_shifted_rows, fused_rows
+from transformer_pde._exp_kernel import exp_shifted_rows, exp_shifted_rows_summed, fused_rows
 
 
 def test_exp_shifted_rows_matches_numpy_to_a_few_ulp():
@@ -26,6 +26,24 @@ def test_exp_shifted_rows_marks_rows_without_a_finite_maximum():
     mx = np.empty(3)
     exp_shifted_rows(L.copy(), mx)
     assert np.isnan(mx[0]) and mx[1] == -np.inf and mx[2] == np.inf
+
+
+def test_exp_shifted_rows_summed_gives_the_same_exponentials_and_their_row_sums():
+    rng = np.random.default_rng(1)
+    L = rng.normal(scale=20.0, size=(37, 1003))  # odd lengths: vector body and tail
+    L[5] = np.nan
+    L[6] = -np.inf
+    plain, mx = L.copy(), np.empty(37)
+    exp_shifted_rows(plain, mx)
+    summed, mx2, sums = L.copy(), np.empty(37), np.empty(37)
+    exp_shifted_rows_summed(summed, mx2, sums)
+    np.testing.assert_array_equal(summed, plain)
+    np.testing.assert_array_equal(mx2, mx)
+    ok = np.isfinite(mx)
+    # reassociated sums of positive terms: a few units in the last place of each sum
+    np.testing.assert_allclose(sums[ok], plain[ok].sum(axis=1), rtol=1e-14)
+    assert np.all(sums[ok] >= 1.0)  # the row maximum contributes exactly 1
+    assert np.all(np.isnan(sums[~ok]))
 
 
 @pytest.mark.parametrize("where", range(11))

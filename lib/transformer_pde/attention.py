@@ -19,8 +19,8 @@ logits and values of small dimension (at most 16) each query row is one fused pa
 exponentials and sums in cache) on all cores. Otherwise, with at least 8 tokens per
 dimension of the logits, chunks of queries run concurrently, one per core, with NumPy's BLAS
 held on the calling thread for the duration of the call (``threadpoolctl``); with fewer, the
-projections of the tokens weigh more and the matrix products use the BLAS threads, chunk
-after chunk.
+matrix products use the BLAS threads, chunk after chunk. Work arrays of up to 4 MiB are kept
+by each thread between calls (see :func:`_scratch`).
 
 References: Vaswani et al. (2017) for softmax attention, Kim et al. (2021) for L2 attention,
 Sander et al. (2022) for Sinkhorn attention, Ramapuram et al. (2025) for sigmoid attention;
@@ -69,14 +69,14 @@ _SMALL_INNER = 16
 _SINGLE_THREAD_PRODUCT = 2**17
 
 #: Chunks run concurrently, one per core with its own products and exponentials, when there
-#: are at least this many tokens per dimension of the logits (``n >= 8 inner``); with fewer,
-#: the projections of the tokens (``m inner^2`` multiply-adds against ``m n inner`` for the
-#: chunks), which then run on one core, and the few chunks, unevenly shared between the
-#: cores, cost more than the concurrency saves, and the chunks run in turn with the products
-#: on all cores. Measured against chunks in turn (medians of
-#: interleaved runs): 13-16 % faster at d = 64 (n = 1000 and 4000), 5 % at n = 4000,
-#: d = 192, 6-11 % at n = 4000, d = 384 and 16 % at n = 16000, d = 384; 14 % slower at
-#: n = 1000, d = 384.
+#: are at least this many tokens per dimension of the logits (``n >= 8 inner``); the
+#: projections of the tokens then run on the cores too, in blocks of rows. With fewer
+#: tokens per dimension, the chunks run in turn with the products on all cores. Measured
+#: against chunks in turn (medians of interleaved runs): 13-16 % faster at d = 64
+#: (n = 1000 and 4000) and 6-16 % at d = 384 (n = 4000 and 16000) on an AVX2 machine;
+#: on the machine of the performance appendix, where runs vary by 20 %, no faster at
+#: n = 1000, d = 384 (29.1 against 28.5 ms, 40 runs), 9 % faster at n = 2000, d = 384 and
+#: 30 % slower at n = 1000, d = 192 (15 runs): near the threshold it is a toss-up.
 _CONCURRENT_MIN_TOKENS_PER_INNER = 8
 
 #: Logits of inner dimension up to this, with values of dimension up to
