@@ -62,6 +62,14 @@ DEFAULT_BLOCK_ELEMENTS = 2**18
 _MIN_CHUNK_ROWS = 8
 _MAX_GEMM_ROWS = 256
 
+#: For many tokens, chunks of logits of inner dimension above :data:`_SMALL_INNER` have at
+#: least ``min(n // _TOKENS_PER_ROW, _LARGE_BLOCK_ELEMENTS // n)`` rows: each matrix product
+#: of a chunk first copies (packs) its ``n x inner`` factor, a cost that only more rows
+#: amortise. Measured at n = 16000, d = 64 (chunks in parallel): 500 rows instead of 128
+#: take 10 % less time; at n = 4000, larger chunks than the default were slower.
+_TOKENS_PER_ROW = 32
+_LARGE_BLOCK_ELEMENTS = 2**23
+
 #: Logits of inner dimension up to this are bound by the exponential, not by the matrix
 #: products: their chunks have at most ``_SINGLE_THREAD_PRODUCT // (n * max(inner, p + 1))``
 #: rows (many small chunks, evenly shared between the cores).
@@ -207,6 +215,16 @@ def _log_weights(weights, w):
         return np.log(w)
 
 
+def _default_rows(n, inner):
+    """Queries per chunk against ``n`` tokens for logits of inner dimension ``inner`` (see
+    :data:`DEFAULT_BLOCK_ELEMENTS` and :data:`_TOKENS_PER_ROW`)."""
+    rows = max(_MIN_CHUNK_ROWS, DEFAULT_BLOCK_ELEMENTS // max(n, 1),
+               min(_MAX_GEMM_ROWS, 2 * inner))
+    if inner > _SMALL_INNER:
+        rows = max(rows, min(n // _TOKENS_PER_ROW, _LARGE_BLOCK_ELEMENTS // max(n, 1)))
+    return rows
+
+
 def _chunk_bounds(m, n, chunk_size, inner=0):
     """Row ranges ``[start, stop)`` covering ``m`` queries against ``n`` tokens.
 
@@ -214,8 +232,7 @@ def _chunk_bounds(m, n, chunk_size, inner=0):
     :data:`DEFAULT_BLOCK_ELEMENTS`).
     """
     if chunk_size is None:
-        chunk_size = max(_MIN_CHUNK_ROWS, DEFAULT_BLOCK_ELEMENTS // max(n, 1),
-                         min(_MAX_GEMM_ROWS, 2 * inner))
+        chunk_size = _default_rows(n, inner)
     else:
         chunk_size = _checks.positive_int(chunk_size, "chunk_size")
     for start in range(0, m, chunk_size):
@@ -286,8 +303,7 @@ def _bounds(m, n, chunk_size, inner, p, concurrent):
         size = max(1, min(DEFAULT_BLOCK_ELEMENTS // max(n, 1),
                           _SINGLE_THREAD_PRODUCT // (n * max(inner, p + 1))))
     else:
-        size = max(_MIN_CHUNK_ROWS, DEFAULT_BLOCK_ELEMENTS // max(n, 1),
-                   min(_MAX_GEMM_ROWS, 2 * inner))
+        size = _default_rows(n, inner)
     count = -(-m // size)
     count = -(-count // _THREADS) * _THREADS
     edges = [m * k // count for k in range(count + 1)]
