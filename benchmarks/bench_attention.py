@@ -181,7 +181,7 @@ def memory(n, d):
 
 def report(rows, mem, n_mem, machine):
     header = ["n", "d", "library ms", "PyTorch ms", "floor ms", "library / PyTorch",
-              "library / floor", "error library", "error PyTorch", "runs"]
+              "library / floor", "errors: library / PyTorch"]
 
     def ms(t):  # milliseconds, 3 significant digits without exponents
         t = 1e3 * t
@@ -195,7 +195,7 @@ def report(rows, mem, n_mem, machine):
                      f"{ms(r['floor'][0])} / {ms(r['floor'][1])}",
                      f"{r['ours'][0] / r['peer'][0]:.2f} / {r['ours'][1] / r['peer'][1]:.2f}",
                      f"{r['ours'][0] / r['floor'][0]:.2f} / {r['ours'][1] / r['floor'][1]:.2f}",
-                     f"{r['err_ours']:.1e}", f"{r['err_peer']:.1e}", r["repeats"]])
+                     f"{r['err_ours']:.1e} / {r['err_peer']:.1e}"])
     peak, before, after = mem
     slower = [(r["n"], r["d"]) for r in rows if r["ours"][1] > r["peer"][1]]
     off_floor = [(r["n"], r["d"]) for r in rows
@@ -204,9 +204,13 @@ def report(rows, mem, n_mem, machine):
     def sizes(lst):
         return ", ".join(f"(n = {n}, d = {d})" for n, d in lst) or "none"
 
+    def runs(rows):
+        per_n = {r["n"]: r["repeats"] for r in rows}
+        return ", ".join(f"{k} at n = {n}" for n, k in sorted(per_n.items()))
+
     return (f"{machine} Float64; NumPy's BLAS and PyTorch on {THREADS} threads. Every "
-            f"time and ratio is min / median over interleaved runs (their number in the last "
-            f"column: more at small n, whose short calls vary more); times in "
+            f"time and ratio is min / median over interleaved runs ({runs(rows)}: more at "
+            f"small n, whose short calls vary more); times in "
             f"milliseconds, ratios are library time / peer time (below 1: the library is "
             f"faster). Errors: largest deviation from a direct float64 evaluation on "
             f"{CHECK_ROWS} query rows, relative to the largest output.\n\n"

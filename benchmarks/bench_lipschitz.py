@@ -199,15 +199,19 @@ def measure(torch, name, n, repeats):
 
 
 def report(rows, machine):
-    header = ["workload", "n", "library s (min / median)", "products", "published s (min / median)",
-              "power steps", "speed-up (min / median)", "rel. error library",
-              "rel. error published", "runs"]
+    header = ["workload", "n", "library s", "published s", "products / power steps",
+              "speed-up", "rel. errors: library / published", "runs"]
+    def times(x):  # a speed-up, 3 significant digits (4 above 1000)
+        return f"{x:.1f}×" if x < 100 else f"{x:.0f}×"
+
     body = []
     for r in rows:
-        body.append([r["name"], r["n"], f"{r['ours'][0]:.3g} / {r['ours'][1]:.3g}", r["products"],
-                     f"{r['peer'][0]:.3g} / {r['peer'][1]:.3g}", r["steps"],
-                     f"{r['peer'][0] / r['ours'][0]:.2f}× / {r['peer'][1] / r['ours'][1]:.2f}×",
-                     f"{r['err_ours']:.1e}", f"{r['err_peer']:.1e}", r["repeats"]])
+        body.append([r["name"], r["n"], f"{r['ours'][0]:.3g} / {r['ours'][1]:.3g}",
+                     f"{r['peer'][0]:.3g} / {r['peer'][1]:.3g}",
+                     f"{r['products']} / {r['steps']}",
+                     f"{times(r['peer'][0] / r['ours'][0])} / "
+                     f"{times(r['peer'][1] / r['ours'][1])}",
+                     f"{r['err_ours']:.1e} / {r['err_peer']:.1e}", r["repeats"]])
     n_ch5 = 512 if any(r["n"] == 512 for r in rows) else rows[0]["n"]
     small = [[r["name"], r["products"], r["steps"],
               f"{r['peer'][1] / r['ours'][1]:.2f}×", f"{r['err_ours']:.1e}", f"{r['err_peer']:.1e}"]
@@ -216,7 +220,8 @@ def report(rows, machine):
             f"(library: `tol=1e-6`; published method: power iteration on $J^\\top J$ with "
             f"`torch.func.jvp`/`vjp`, stopping when the eigenvalue estimate changes by at most "
             f"1e-6, relative). Times in seconds over interleaved runs (their number in the last "
-            f"column); speed-up = published time / library time; errors against a tight reference "
+            f"column), as min / median; speed-up = published time / library time (min / "
+            f"median); errors against a tight reference "
             f"(`tol=1e-12`).\n\n" + _common.markdown_table(header, body) + "\n\n"
             f"Chapter 5 summary (n = {n_ch5}, d = {D}; median speed-up):\n\n"
             + _common.markdown_table(["input", "library products", "power-iteration steps",
