@@ -144,7 +144,7 @@ def _scratch(use, shape):
     """A float64 array of ``shape`` for use within one call (never returned to the caller),
     kept by this thread for its next call with the same ``use`` when it has at most
     :data:`_SCRATCH_KEEP` entries. Memory the process has not touched yet costs a page fault
-    per 4 KiB page when first written (about 1.4 microseconds each on the machine of the
+    per 4 KiB page when first written (about 1.5 microseconds each on the machine of the
     performance appendix), which is a fifth of a call at ``n = 1000``, ``d = 384``; memory
     freed by one call is often returned to the system before the next."""
     size = int(np.prod(shape))
