@@ -284,7 +284,8 @@ def _check_row_max(row_max, start):
 def _row_softmax(logits, start):
     """Row-wise normalised exponentials (each row sums to one)."""
     E = _exp_shifted(logits, start)
-    return E / E.sum(axis=1, keepdims=True)
+    E /= E.sum(axis=1, keepdims=True)  # in place: no second (m, n) array
+    return E
 
 
 def _fused(inner, p, chunk_size):
