@@ -112,12 +112,7 @@ def exp_shifted_rows(block, row_max):
     ``block`` is a C-contiguous float64 array of shape ``(c, m)``. A row whose maximum is NaN,
     ``+inf`` or ``-inf`` is left as it is (the caller raises a clear error for it).
     """
-    for i in range(block.shape[0]):
-        row = block[i]
-        mx = _row_max(row)
-        row_max[i] = mx
-        if math.isfinite(mx):
-            _exp_row(row, mx)
+    exp_shifted_rows_summed(block, row_max, np.empty(block.shape[0]))
 
 
 @numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy")
