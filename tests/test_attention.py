@@ -7,6 +7,7 @@ occur. Causal (masked) attention is referenced through its definition
 ``x_1..x_i`` with the prefix weights renormalised.
 """
 
+import itertools
 import math
 
 import numpy as np
@@ -419,8 +420,11 @@ def test_concurrent_chunks_of_large_inner_dimension_match_one_dense_block(causal
     A = rng.normal(size=(32, 32)) / 32
     V = rng.normal(size=(32, 32))
     assert attention._chunks_on_cores(1100, 1100, 32, 32, None) == (attention._THREADS > 1)
-    # fewer than 8 tokens per dimension: chunks in turn, the products on all cores
-    assert not attention._chunks_on_cores(1000, 1000, 384, 384, None)
+    # fewer than 2 tokens per dimension, or fewer than 2^25 multiply-adds in the logits:
+    # chunks in turn, the products on all cores
+    assert not attention._chunks_on_cores(700, 700, 384, 384, None)
+    assert not attention._chunks_on_cores(300, 300, 64, 64, None)
+    assert attention._chunks_on_cores(1000, 1000, 384, 384, None) == (attention._THREADS > 1)
     assert attention._chunks_on_cores(4000, 4000, 384, 384, None) == (attention._THREADS > 1)
     before = threadpoolctl.threadpool_info()
     auto = attention.softmax(X, A, V, causal=causal)
@@ -884,3 +888,41 @@ def test_chunks_on_several_threads_raise_the_error_of_their_query():
     with pytest.raises(ValueError, match="query 1099 overflow"):
         with np.errstate(over="ignore", invalid="ignore"):
             attention.softmax(X, 1e10 * np.eye(2), np.eye(2), queries=queries)
+
+
+def test_pool_workers_bound_one_per_cpu_only_when_the_process_has_as_many_cpus(monkeypatch):
+    # bound workers cannot tie several processes to the same cores of a larger machine
+    monkeypatch.setattr(attention.os, "sched_getaffinity", lambda pid: {3, 5}, raising=False)
+    monkeypatch.setattr(attention, "_THREADS", 2)
+    assert attention._worker_cpus() == [3, 5]
+    monkeypatch.setattr(attention.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3},
+                        raising=False)
+    assert attention._worker_cpus() is None
+    bound = []
+    monkeypatch.setattr(attention.os, "sched_setaffinity",
+                        lambda pid, cpus: bound.append(cpus), raising=False)
+    counter = itertools.count()
+    attention._bind_worker([3, 5], counter)
+    attention._bind_worker([3, 5], counter)
+    attention._bind_worker([3, 5], counter)
+    assert bound == [{3}, {5}, {3}]
+
+    def refuse(pid, cpus):
+        raise OSError("not permitted")
+
+    monkeypatch.setattr(attention.os, "sched_setaffinity", refuse, raising=False)
+    attention._bind_worker([3, 5], counter)  # best effort: no error
+
+
+def test_a_calling_thread_bound_to_one_cpu_keeps_its_chunks(monkeypatch):
+    # workers it started would inherit its single CPU: the chunks run in turn on it
+    monkeypatch.setattr(attention.os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert attention._caller_cpu_count() == 1
+    assert not attention._chunks_on_cores(4000, 4000, 384, 384, None)
+    rng = np.random.default_rng(10)
+    X = rng.normal(size=(1100, 32))
+    A = rng.normal(size=(32, 32)) / 32
+    V = rng.normal(size=(32, 32))
+    np.testing.assert_allclose(attention.softmax(X, A, V),
+                               attention.softmax(X, A, V, chunk_size=1100),
+                               rtol=1e-13, atol=1e-14)

@@ -16,10 +16,12 @@ and beyond), Sinkhorn runs in the log domain, and queries are processed in chunk
 memory stays :math:`O(\text{chunk} \times n)` instead of :math:`O(n^2)`.
 Exponentials are computed by a compiled, vectorised kernel (:mod:`._exp_kernel`); for
 logits and values of small dimension (at most 16) each query row is one fused pass (logits,
-exponentials and sums in cache) on all cores. Otherwise, with at least 8 tokens per
-dimension of the logits, chunks of queries run concurrently, one per core, with NumPy's BLAS
-held on the calling thread for the duration of the call (``threadpoolctl``); with fewer, the
-matrix products use the BLAS threads, chunk after chunk. Work arrays of up to 4 MiB are kept
+exponentials and sums in cache) on all cores. Otherwise, with at least 2 tokens per
+dimension of the logits and enough work (see :data:`_CONCURRENT_MIN_TOKENS_PER_INNER`),
+chunks of queries run concurrently, one per core, with NumPy's BLAS held on the calling
+thread for the duration of the call (``threadpoolctl``); with fewer, the matrix products use
+the BLAS threads, chunk after chunk. The pool's workers are bound one to each core when the
+process may use exactly two (see :func:`_worker_cpus`). Work arrays of up to 4 MiB are kept
 by each thread between calls (see :func:`_scratch`).
 
 References: Vaswani et al. (2017) for softmax attention, Kim et al. (2021) for L2 attention,
@@ -29,6 +31,7 @@ the measure-theoretic formulation follows Castin, Ablin, Carrillo and Peyré (20
 
 import contextlib
 import contextvars
+import itertools
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -77,15 +80,21 @@ _SMALL_INNER = 16
 _SINGLE_THREAD_PRODUCT = 2**17
 
 #: Chunks run concurrently, one per core with its own products and exponentials, when there
-#: are at least this many tokens per dimension of the logits (``n >= 8 inner``); the
-#: projections of the tokens then run on the cores too, in blocks of rows. With fewer
-#: tokens per dimension, the chunks run in turn with the products on all cores. Measured
-#: against chunks in turn (medians of interleaved runs): 13-16 % faster at d = 64
-#: (n = 1000 and 4000) and 6-16 % at d = 384 (n = 4000 and 16000) on an AVX2 machine;
-#: on the machine of the performance appendix, where runs vary by 20 %, no faster at
-#: n = 1000, d = 384 (29.1 against 28.5 ms, 40 runs), 9 % faster at n = 2000, d = 384 and
-#: 30 % slower at n = 1000, d = 192 (15 runs): near the threshold it is a toss-up.
-_CONCURRENT_MIN_TOKENS_PER_INNER = 8
+#: are at least this many tokens per dimension of the logits (``n >= 2 inner``) and the
+#: logits' products have at least :data:`_CONCURRENT_MIN_WORK` multiply-adds; the
+#: projections of the tokens then run on the cores too, in blocks of rows. Otherwise the
+#: chunks run in turn with the products on all cores. Measured on the machine of the
+#: performance appendix, with the pool's workers bound to the cores (see
+#: :func:`_worker_cpus`), against chunks in turn (min / median of 12 to 15 interleaved
+#: runs): 4-9 % / 8-30 % faster at n = 1000 and d = 64, 192 and 384, at n = 800, d = 384
+#: and at n = 2000 and 4000, d = 384; slower by 9-20 % in the minimum, though faster in the
+#: median, at n = 300 and 500, d = 64 and n = 200, d = 384 (calls of 1 to 3 ms, where
+#: handing chunks to the pool costs more than it saves).
+_CONCURRENT_MIN_TOKENS_PER_INNER = 2
+
+#: Smallest ``m n inner`` (multiply-adds of the logits of ``m`` queries against ``n``
+#: tokens) for concurrent chunks: ``n = 1000`` queries and tokens at ``inner = 34``.
+_CONCURRENT_MIN_WORK = 2**25
 
 #: Logits of inner dimension up to this, with values of dimension up to
 #: ``_FUSED_MAX_VALUES``, go through one compiled pass per query row (logits, exponential and
@@ -98,10 +107,52 @@ _THREADS = max(1, min(2, os.cpu_count() or 1))
 _pool = None
 
 
+def _worker_cpus():
+    """The CPUs the pool's workers are bound to, one each: those the process may run on, when
+    they are exactly as many as the workers; otherwise ``None`` (workers unbound).
+
+    Unbound, the scheduler often wakes both workers on the CPU of the thread that submits
+    their tasks and moves one of them to the idle CPU only milliseconds later: on the machine
+    of the performance appendix (2 cores), a call at ``n = 1000``, ``d = 64`` took 4.4 to
+    10 ms (chunk tasks sharing a core for up to 2 ms), and 4.4 to 5.4 ms with bound workers.
+    When the process has more CPUs than workers, binding could tie several processes to the
+    same cores, so the workers are left to the scheduler."""
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # no affinity interface on this platform
+        return None
+    return cpus if len(cpus) == _THREADS else None
+
+
+def _caller_cpu_count():
+    """How many CPUs the calling thread may run on (threads it starts inherit them). A thread
+    bound to one CPU (by ``taskset``, or by OpenMP with ``OMP_PROC_BIND`` for the thread
+    that started it, as PyTorch does when that variable is set) keeps its chunks to itself:
+    workers started from it would share its CPU (measured: twice as slow)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # no affinity interface on this platform
+        return os.cpu_count() or 1
+
+
+def _bind_worker(cpus, counter):
+    """Pool initialiser: bind the new worker to the next CPU of ``cpus`` (best effort: a
+    refusal by the system leaves it unbound)."""
+    try:
+        os.sched_setaffinity(0, {cpus[next(counter) % len(cpus)]})
+    except OSError:
+        pass
+
+
 def _get_pool():
     global _pool
     if _pool is None:
-        _pool = ThreadPoolExecutor(_THREADS)
+        cpus = _worker_cpus()
+        if cpus is None:
+            _pool = ThreadPoolExecutor(_THREADS)
+        else:
+            _pool = ThreadPoolExecutor(_THREADS, initializer=_bind_worker,
+                                       initargs=(cpus, itertools.count()))
     return _pool
 
 
@@ -110,11 +161,13 @@ _blas = None
 
 def _chunks_on_cores(m, n, inner, p, chunk_size):
     """Whether the chunks of ``m`` queries against ``n`` tokens run concurrently, one per
-    core (see :func:`_normalised_average`): not the fused path, more than one core, more
-    than one chunk, and at least :data:`_CONCURRENT_MIN_TOKENS_PER_INNER` tokens per
-    dimension ``inner`` of the logits."""
-    if (_THREADS < 2 or m < 2 or _fused(inner, p, chunk_size)
-            or n < _CONCURRENT_MIN_TOKENS_PER_INNER * inner):
+    core (see :func:`_normalised_average`): not the fused path, more than one core (for the
+    pool and for the calling thread, see :func:`_caller_cpu_count`), more than one chunk,
+    at least :data:`_CONCURRENT_MIN_TOKENS_PER_INNER` tokens per dimension ``inner`` of the
+    logits, and at least :data:`_CONCURRENT_MIN_WORK` multiply-adds in them."""
+    if (_THREADS < 2 or m < 2 or _fused(inner, p, chunk_size) or _caller_cpu_count() < 2
+            or n < _CONCURRENT_MIN_TOKENS_PER_INNER * inner
+            or m * n * inner < _CONCURRENT_MIN_WORK):
         return False
     return len(_bounds(m, n, chunk_size, inner, p, True)) > 1
 
@@ -321,9 +374,10 @@ def _normalised_average(logit_block, values, logw, m, causal, chunk_size, inner,
     by the row sums of the exponentials (taken by the exponential kernel while each row is
     in cache): no other array per chunk, since fresh memory costs a page fault per page. With
     ``concurrent`` (the caller's :func:`_chunks_on_cores`: more than one core, more than one
-    chunk and ``n >= 8 inner``), the chunks run concurrently, one task per core, each with
-    its logits, exponentials and products on its own core; the caller has entered
-    :func:`_blas_on_calling_thread` with the same flag before it projected the tokens.
+    chunk, ``n >= 2 inner`` and enough work), the chunks run concurrently, one task per
+    core, each with its logits, exponentials and products on its own core; the caller has
+    entered :func:`_blas_on_calling_thread` with the same flag before it projected the
+    tokens.
     Against chunks in turn with the products on all cores, this also spreads the
     exponentials over the cores (at ``d = 64`` they cost about a third of the products).
     """
@@ -373,7 +427,7 @@ def _fused_average(queries, keys_t, values1, logw, m, causal, out):
         for start, stop in part:
             fused_rows(queries, keys_t, values_t, lw, causal, start, stop, out, row_max)
 
-    if _THREADS > 1 and len(blocks) > 1:
+    if _THREADS > 1 and len(blocks) > 1 and _caller_cpu_count() > 1:
         _on_threads(rows, [blocks[k::_THREADS] for k in range(_THREADS)])
     else:
         rows(blocks)
