@@ -189,6 +189,35 @@ def test_mixed_precision_lanczos_honours_tol(kind, tol):
     assert (exact - value) / exact <= tol
 
 
+def test_float32_operator_rounds_every_array_and_matches_float64_products(rng):
+    # the float32 copy keeps its arrays in one allocation: each must be the float64 array
+    # rounded to nearest, in no memory of the float64 operator, and its products must agree
+    # with the float64 ones to float32 rounding (relative 1e-5 allows the ~40 roundings of
+    # inner sums of length 30 at unit roundoff 6e-8)
+    for H in (1, 3):
+        if H == 1:
+            X, A, V = _single(rng, n=30, d=5, p=4)
+            heads = L._heads(A, V, 5, multi=False)
+        else:
+            X = rng.standard_normal((30, 5))
+            (Q, K), (Vo, Vi) = _factored(rng, H, 2, 5, 4)
+            heads = L._heads((Q, K), (Vo, Vi), 5, multi=True)
+        clin, U = L._compressed(L._linearise(X, heads, False, None), 5)
+        d_in = 5 if U is None else U.shape[1]
+        op64 = L._NormalOperator(clin)
+        op32 = op64.astype(np.float32)
+        pairs = [(hd64[key], hd32[key]) for hd64, hd32 in zip(op64.heads, op32.heads,
+                                                               strict=True)
+                 for key in hd64 if hd64[key] is not None] + [(op64.gram, op32.gram)]
+        for M64, M32 in pairs:
+            assert M32.dtype == np.float32 and M32.shape == M64.shape
+            np.testing.assert_array_equal(M32, M64.astype(np.float32))
+            assert not np.shares_memory(M32, M64)
+        v = rng.standard_normal(30 * d_in)
+        exact = op64(v).copy()
+        np.testing.assert_allclose(op32(v), exact, rtol=0, atol=1e-5 * np.abs(exact).max())
+
+
 def test_lanczos_multihead_factored_honours_tol(rng):
     H, k, d, p, n = 3, 2, 16, 16, 20
     (Q, K), (Vo, Vi) = _factored(rng, H, k, d, p)

@@ -167,8 +167,8 @@ def _linearise(X, heads, causal, weights):
         vX = np.broadcast_to(vX, (H,) + vX.shape[1:])
     # logits <Q x_i, K x_j> = <A x_i, x_j>, through softmax_matrix's log-sum-exp, weights
     # and causal mask
-    P = np.stack([_softmax_matrix_of_factors(qX[h], kX[h], weights, causal)
-                  for h in range(H)])
+    Ps = [_softmax_matrix_of_factors(qX[h], kX[h], weights, causal) for h in range(H)]
+    P = Ps[0][None] if H == 1 else np.stack(Ps)  # one head: a view, not a copy
     return _Linearisation(heads, qX, kX, vX, P, P @ vX, _output_matrix(heads.V_out))
 
 
@@ -421,12 +421,26 @@ class _NormalOperator:
         self._arena = [None]  # shared with the astype copy
 
     def astype(self, dtype):
-        """The same operator with its arrays in ``dtype`` (nothing recomputed)."""
+        """The same operator with its arrays in ``dtype`` (nothing recomputed), views of one
+        allocation: separate copies of less than 4 MiB each would cost a page fault per
+        4 KiB page when written (see :meth:`_work_arrays`)."""
         op = copy.copy(self)
         op.dtype, op.count, op._work = dtype, 0, {}
-        op.heads = [{key: None if M is None else M.astype(dtype) for key, M in hd.items()}
+        itemsize = np.dtype(dtype).itemsize
+        arrays = [M for hd in self.heads for M in hd.values() if M is not None] + [self.gram]
+        memory = np.empty(sum(-(-M.size * itemsize // 64) * 64 for M in arrays), np.uint8)
+        offset = 0
+
+        def cast(M):
+            nonlocal offset
+            out = memory[offset:offset + M.size * itemsize].view(dtype).reshape(M.shape)
+            out[...] = M  # rounded to nearest, as M.astype(dtype)
+            offset += -(-M.size * itemsize // 64) * 64
+            return out
+
+        op.heads = [{key: None if M is None else cast(M) for key, M in hd.items()}
                     for hd in self.heads]
-        op.gram = self.gram.astype(dtype)
+        op.gram = cast(self.gram)
         return op
 
     def _work_arrays(self, d_in):
@@ -602,11 +616,12 @@ def _lanczos(op, v0, *, target, max_basis, max_products, lower2=-np.inf, floor=0
 _START_CONVERGED = 1e-3
 
 
-def _structured_start(clin, n, d_in, iters=30):
+def _structured_start(clin, n, d_in, gram, iters=30):
     r"""Top right singular vectors of sum_h P_h (over tokens) and of V (over dimensions).
 
     Their outer product is the top singular vector of the first term :math:`P \otimes V`
-    of the Jacobian, which dominates when attention is sharp (the hardmax limit).
+    of the Jacobian, which dominates when attention is sharp (the hardmax limit). ``gram``
+    is :math:`V_{cat} V_{cat}^\top` (the normal operator's, computed once).
     """
     Pbar = clin.P[0] if clin.P.shape[0] == 1 else clin.P.sum(axis=0)
     u = np.full(n, 1.0 / np.sqrt(n))
@@ -618,7 +633,6 @@ def _structured_start(clin, n, d_in, iters=30):
             break
     V_in = clin.heads.V_in
     H, r = clin.vX.shape[0], clin.vX.shape[2]
-    gram = clin.Vcat @ clin.Vcat.T
     x = np.random.default_rng(0).standard_normal(d_in)
     for _ in range(iters):
         z = (np.tile(x, H) if V_in is None else np.einsum("hrd,d->hr", V_in, x).ravel())
@@ -704,9 +718,11 @@ def _not_converged(tol, max_products):
 def _lanczos_top(clin, n, d_in, *, tol, v0, seed, maxiter, X_in):
     """Top eigenpair of the normal operator by Lanczos: float32 phase, then float64."""
     dim = n * d_in
+    tokens = _low_rank_tokens(clin.kX[0]) if clin.heads.K is None else None
+    op64 = _NormalOperator(clin, tokens)
     if v0 is None:
         rnd = np.random.default_rng(seed).standard_normal(dim)
-        start = _structured_start(clin, n, d_in) + rnd / np.linalg.norm(rnd)
+        start = _structured_start(clin, n, d_in, op64.gram) + rnd / np.linalg.norm(rnd)
         norm_X = np.linalg.norm(X_in)
         if norm_X > 0:  # the direction scaling every token (sharpens attention)
             start = start + _START_WEIGHT_X * X_in.ravel() / norm_X
@@ -715,8 +731,6 @@ def _lanczos_top(clin, n, d_in, *, tol, v0, seed, maxiter, X_in):
         start, min_steps = v0, 1
     max_basis = int(min(40, max(8, _LANCZOS_BASIS_BYTES // (8 * dim)), dim))
     max_products = _max_products(maxiter)
-    tokens = _low_rank_tokens(clin.kX[0]) if clin.heads.K is None else None
-    op64 = _NormalOperator(clin, tokens)
     second, used = -np.inf, 0
     if n >= _MIXED_PRECISION_MIN_TOKENS and max(tol, 1e-8) < 1:
         op32 = op64.astype(np.float32)
