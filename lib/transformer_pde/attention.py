@@ -86,7 +86,7 @@ _SINGLE_THREAD_PRODUCT = 2**17
 #: chunks run in turn with the products on all cores. Measured on the machine of the
 #: performance appendix, with the pool's workers bound to the cores (see
 #: :func:`_worker_cpus`), against chunks in turn (min / median of 12 to 15 interleaved
-#: runs): 4-9 % / 8-30 % faster at n = 1000 and d = 64, 192 and 384, at n = 800, d = 384
+#: runs): 2-9 % / 7-30 % faster at n = 1000 and d = 64, 192 and 384, at n = 800, d = 384
 #: and at n = 2000 and 4000, d = 384; slower by 9-20 % in the minimum, though faster in the
 #: median, at n = 300 and 500, d = 64 and n = 200, d = 384 (calls of 1 to 3 ms, where
 #: handing chunks to the pool costs more than it saves).
@@ -108,8 +108,9 @@ _pool = None
 
 
 def _worker_cpus():
-    """The CPUs the pool's workers are bound to, one each: those the process may run on, when
-    they are exactly as many as the workers; otherwise ``None`` (workers unbound).
+    """The CPUs the pool's workers are bound to, one each: those the thread creating the pool
+    may run on, when they are exactly as many as the workers; otherwise ``None`` (workers
+    unbound).
 
     Unbound, the scheduler often wakes both workers on the CPU of the thread that submits
     their tasks and moves one of them to the idle CPU only milliseconds later: on the machine
