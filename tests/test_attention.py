@@ -917,7 +917,7 @@ def test_pool_workers_bound_one_per_cpu_only_when_the_process_has_as_many_cpus(m
 def test_a_calling_thread_bound_to_one_cpu_keeps_its_chunks(monkeypatch):
     # workers it started would inherit its single CPU: the chunks run in turn on it
     monkeypatch.setattr(attention.os, "sched_getaffinity", lambda pid: {0}, raising=False)
-    assert attention._caller_cpu_count() == 1
+    assert not attention._pool_pays()
     assert not attention._chunks_on_cores(4000, 4000, 384, 384, None)
     rng = np.random.default_rng(10)
     X = rng.normal(size=(1100, 32))

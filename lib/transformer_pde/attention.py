@@ -107,10 +107,19 @@ _THREADS = max(1, min(2, os.cpu_count() or 1))
 _pool = None
 
 
+def _caller_cpus():
+    """The CPUs the calling thread may run on (threads it starts inherit them), sorted, or
+    ``None`` on a platform without an affinity interface."""
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+
+
 def _worker_cpus():
     """The CPUs the pool's workers are bound to, one each: those the thread creating the pool
-    may run on, when they are exactly as many as the workers; otherwise ``None`` (workers
-    unbound).
+    may run on (:func:`_caller_cpus`), when they are exactly as many as the workers;
+    otherwise ``None`` (workers unbound).
 
     Unbound, the scheduler often wakes both workers on the CPU of the thread that submits
     their tasks and moves one of them to the idle CPU only milliseconds later: on the machine
@@ -118,22 +127,20 @@ def _worker_cpus():
     10 ms (chunk tasks sharing a core for up to 2 ms), and 4.4 to 5.4 ms with bound workers.
     When the process has more CPUs than workers, binding could tie several processes to the
     same cores, so the workers are left to the scheduler."""
-    try:
-        cpus = sorted(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # no affinity interface on this platform
-        return None
-    return cpus if len(cpus) == _THREADS else None
+    cpus = _caller_cpus()
+    return cpus if cpus is not None and len(cpus) == _THREADS else None
 
 
-def _caller_cpu_count():
-    """How many CPUs the calling thread may run on (threads it starts inherit them). A thread
-    bound to one CPU (by ``taskset``, or by OpenMP with ``OMP_PROC_BIND`` for the thread
-    that started it, as PyTorch does when that variable is set) keeps its chunks to itself:
-    workers started from it would share its CPU (measured: twice as slow)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # no affinity interface on this platform
-        return os.cpu_count() or 1
+def _pool_pays():
+    """Whether work can be shared with the pool: more than one worker, and a calling thread
+    that may use more than one CPU. A thread bound to one CPU (by ``taskset``, or by OpenMP
+    with ``OMP_PROC_BIND`` for the thread that started it, as PyTorch does when that
+    variable is set) keeps its work to itself: workers started from it would share its CPU
+    (measured: twice as slow)."""
+    if _THREADS < 2:
+        return False
+    cpus = _caller_cpus()
+    return (os.cpu_count() or 1) > 1 if cpus is None else len(cpus) > 1
 
 
 def _bind_worker(cpus, counter):
@@ -162,11 +169,11 @@ _blas = None
 
 def _chunks_on_cores(m, n, inner, p, chunk_size):
     """Whether the chunks of ``m`` queries against ``n`` tokens run concurrently, one per
-    core (see :func:`_normalised_average`): not the fused path, more than one core (for the
-    pool and for the calling thread, see :func:`_caller_cpu_count`), more than one chunk,
+    core (see :func:`_normalised_average`): not the fused path, a pool that pays
+    (:func:`_pool_pays`), more than one chunk,
     at least :data:`_CONCURRENT_MIN_TOKENS_PER_INNER` tokens per dimension ``inner`` of the
     logits, and at least :data:`_CONCURRENT_MIN_WORK` multiply-adds in them."""
-    if (_THREADS < 2 or m < 2 or _fused(inner, p, chunk_size) or _caller_cpu_count() < 2
+    if (not _pool_pays() or m < 2 or _fused(inner, p, chunk_size)
             or n < _CONCURRENT_MIN_TOKENS_PER_INNER * inner
             or m * n * inner < _CONCURRENT_MIN_WORK):
         return False
@@ -428,7 +435,7 @@ def _fused_average(queries, keys_t, values1, logw, m, causal, out):
         for start, stop in part:
             fused_rows(queries, keys_t, values_t, lw, causal, start, stop, out, row_max)
 
-    if _THREADS > 1 and len(blocks) > 1 and _caller_cpu_count() > 1:
+    if len(blocks) > 1 and _pool_pays():
         _on_threads(rows, [blocks[k::_THREADS] for k in range(_THREADS)])
     else:
         rows(blocks)

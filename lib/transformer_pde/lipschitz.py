@@ -373,6 +373,29 @@ def _low_rank_tokens(X):
     return U, C
 
 
+def _slot_bytes(shape, dtype):
+    """Bytes of an array of ``shape`` and ``dtype``, rounded up to 64 (a cache line)."""
+    return -(-int(np.prod(shape)) * np.dtype(dtype).itemsize // 64) * 64
+
+
+def _views_bytes(shapes, dtype):
+    """Bytes of the memory that :func:`_views` lays ``shapes`` of ``dtype`` out in."""
+    return sum(_slot_bytes(shape, dtype) for shape in shapes)
+
+
+def _views(memory, shapes, dtype, slot_dtype=None):
+    """Arrays of ``dtype`` and ``shapes``, views of the bytes ``memory``, one after another,
+    each in a slot sized for ``slot_dtype`` (default ``dtype``) and starting on a 64-byte
+    boundary. One allocation of at least 4 MiB is mapped by NumPy in huge pages, where
+    separate arrays would each cost a page fault per 4 KiB page when first written."""
+    views, offset = [], 0
+    for shape in shapes:
+        count = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        views.append(memory[offset:offset + count].view(dtype).reshape(shape))
+        offset += _slot_bytes(shape, slot_dtype or dtype)
+    return views
+
+
 class _NormalOperator:
     r"""Products with :math:`N = (D_X f)^\top D_X f` on ``(n, d_in)`` directions.
 
@@ -423,24 +446,18 @@ class _NormalOperator:
     def astype(self, dtype):
         """The same operator with its arrays in ``dtype`` (nothing recomputed), views of one
         allocation: separate copies of less than 4 MiB each would cost a page fault per
-        4 KiB page when written (see :meth:`_work_arrays`)."""
+        4 KiB page when written (see :func:`_views`)."""
         op = copy.copy(self)
         op.dtype, op.count, op._work = dtype, 0, {}
-        itemsize = np.dtype(dtype).itemsize
         arrays = [M for hd in self.heads for M in hd.values() if M is not None] + [self.gram]
-        memory = np.empty(sum(-(-M.size * itemsize // 64) * 64 for M in arrays), np.uint8)
-        offset = 0
-
-        def cast(M):
-            nonlocal offset
-            out = memory[offset:offset + M.size * itemsize].view(dtype).reshape(M.shape)
+        shapes = [M.shape for M in arrays]
+        copies = _views(np.empty(_views_bytes(shapes, dtype), np.uint8), shapes, dtype)
+        for out, M in zip(copies, arrays, strict=True):
             out[...] = M  # rounded to nearest, as M.astype(dtype)
-            offset += -(-M.size * itemsize // 64) * 64
-            return out
-
-        op.heads = [{key: None if M is None else cast(M) for key, M in hd.items()}
+        copies = iter(copies)
+        op.heads = [{key: None if M is None else next(copies) for key, M in hd.items()}
                     for hd in self.heads]
-        op.gram = cast(self.gram)
+        op.gram = next(copies)
         return op
 
     def _work_arrays(self, d_in):
@@ -456,14 +473,11 @@ class _NormalOperator:
                  ("E", (n, d_in))]
         if H > 1:
             specs.append(("outs", (n, H * r)))
-        sizes = [-(-8 * int(np.prod(shape)) // 64) * 64 for _, shape in specs]  # float64
-        if self._arena[0] is None:
-            self._arena[0] = np.empty(sum(sizes), dtype=np.uint8)
-        memory, offset = self._arena[0], 0
-        for (key, shape), size in zip(specs, sizes, strict=True):
-            count = int(np.prod(shape)) * np.dtype(self.dtype).itemsize
-            self._work[key] = memory[offset:offset + count].view(self.dtype).reshape(shape)
-            offset += size
+        shapes = [shape for _, shape in specs]
+        if self._arena[0] is None:  # sized for float64, the widest of the two operators
+            self._arena[0] = np.empty(_views_bytes(shapes, np.float64), dtype=np.uint8)
+        views = _views(self._arena[0], shapes, self.dtype, slot_dtype=np.float64)
+        self._work.update(zip((key for key, _ in specs), views, strict=True))
 
     def __call__(self, v):
         """:math:`N v` in the operator's precision; the array is reused by the next
