@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 NOTEBOOKS ?= $(sort $(wildcard notebooks/*.ipynb))
 
-.PHONY: book test lab execute clean install lint unit nbval book-strict links browser bench
+.PHONY: book test lab execute clean install lint unit nbval seeds robust book-strict links browser bench
 
 # The public repository of the book, e.g. https://github.com/OWNER/NAME: when set, the pages get
 # repository, issues, Binder and Colab buttons (book/configure.py); when empty, none of them.
@@ -45,6 +45,23 @@ nbval: install
 	$(BIN)/python -m pytest --nbval --nbval-current-env \
 		--nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider $(NOTEBOOKS)
 
+# Every notebook re-executed with other seeds (the first code cell's `SEED = <int>` replaced;
+# outputs not compared; any error fails), one line per run with the failing cell and its error.
+# make robust: SEEDS (10 by default), plus one run per notebook with its scale switches on.
+# make seeds: the two extra seeds that make test runs, fixed here.
+# JOBS: concurrent runs (default: the CPUs available); DASK=tcp://host:8786 runs on a cluster.
+SEEDS ?= 1 2 3 4 5 6 7 8 9 10
+TEST_SEEDS := 101 202
+JOBS ?= 0
+DASK ?=
+ROBUST := $(BIN)/python tests/robust.py --jobs $(JOBS) $(if $(DASK),--dask $(DASK))
+
+robust: install
+	$(ROBUST) --seeds "$(SEEDS)" --scale --report _build/robust.txt $(NOTEBOOKS)
+
+seeds: install
+	$(ROBUST) --seeds "$(TEST_SEEDS)" $(NOTEBOOKS)
+
 book-strict: install
 	rm -rf _build
 	$(BIN)/python book/configure.py $(BOOK_CONFIG) "$(REPOSITORY)" "$(BRANCH)"
@@ -67,7 +84,7 @@ else
 	$(BIN)/python tests/check_rendered_book.py _build/html --chromium "$(CHROMIUM)"
 endif
 
-test: lint unit nbval book-strict links browser
+test: lint unit nbval seeds book-strict links browser
 	@echo "make test: all checks passed"
 
 lab: install

@@ -11,7 +11,14 @@ be read off the ``.ipynb`` files without building the book:
 - figure numbers are not typed by hand (``**Figure 3.**``), they come from ``{numref}``;
 - results are numbered statements (at least two ``{prf:...}`` environments a chapter) and
   reusable code lives in the library (at most two functions defined in a notebook);
-- no ``:class: dropdown`` on ``{prf:proof}`` (it breaks later toggles of the page).
+- no ``:class: dropdown`` on ``{prf:proof}`` (it breaks later toggles of the page);
+- every draw derives from the seed: the first code cell holds one line ``SEED = <int>``, which
+  ``make robust`` replaces, and no generator is seeded with a literal of its own;
+- scale switches (lines ``NAME = False`` of the first code cell, which ``make robust`` sets to
+  ``True``) carry a comment and are listed on the Reproducing page;
+- no assertion is labelled as holding for "this draw": an assertion states what holds for
+  every draw (a theorem, a bound, a rate with a band derived from the number of draws); a fact
+  of the stored draw is printed and said in the prose, not asserted.
 """
 
 import json
@@ -19,9 +26,11 @@ import re
 from pathlib import Path
 
 import pytest
+from robust import scale_switches, stored_seed
 from transformer_pde.plotting import TEXT_WIDTH
 
-NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
+ROOT = Path(__file__).parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 STATEMENT = re.compile(r"\{prf:(theorem|proposition|lemma|corollary|definition)\}")
 
 
@@ -93,3 +102,36 @@ def test_results_are_statements_and_code_lives_in_the_library(notebook):
     assert len(defs) <= 2, f"{notebook.name}: {len(defs)} functions defined in the notebook"
     assert not re.search(r"\{prf:proof\}[^`]*?:class:\s*dropdown", markdown), (
         f"{notebook.name}: a dropdown proof; wrap long proofs in a {{toggle}} instead")
+
+
+def _code(notebook):
+    return [_source(c) for c in _cells(notebook) if c["cell_type"] == "code"]
+
+
+def test_every_draw_derives_from_the_seed(notebook):
+    nb = json.loads(notebook.read_text())
+    stored_seed(nb)  # exactly one `SEED = <int>` line in the first code cell
+    code = "\n".join(_code(notebook))
+    assert re.search(r"default_rng\(SEED\)", _code(notebook)[0]), (
+        f"{notebook.name}: the first code cell should draw from np.random.default_rng(SEED)")
+    literal = re.findall(r"(?:default_rng|RandomState|random\.seed)\(\s*\d+\s*\)", code)
+    assert not literal, (f"{notebook.name}: generators seeded with a literal {literal}; derive "
+                         "them from SEED (e.g. default_rng([SEED, k])) or search over seeds")
+
+
+def test_scale_switches_are_commented_and_documented(notebook):
+    first = _code(notebook)[0]
+    reproducing = (ROOT / "book" / "reproducing.md").read_text()
+    for name in scale_switches(json.loads(notebook.read_text())):
+        assert re.search(rf"#[^\n]*\n(?:#[^\n]*\n)*{name} = False", first), (
+            f"{notebook.name}: scale switch {name} has no comment above it")
+        assert f"`{name}`" in reproducing, (
+            f"{notebook.name}: scale switch {name} is not listed on the Reproducing page")
+
+
+def test_no_assertion_holds_for_this_draw_only(notebook):
+    hits = [line.strip() for src in _code(notebook) for line in src.splitlines()
+            if re.match(r"\s*assert\b", line)
+            and re.search(r"this (draw|seed)|stored draw", line, re.I)]
+    assert not hits, (f"{notebook.name}: assertions about one draw {hits}; assert what holds "
+                      "for every draw and print the rest")
