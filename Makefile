@@ -11,7 +11,10 @@ NOTEBOOKS ?= $(sort $(wildcard notebooks/*.ipynb))
 # repository, issues, Binder and Colab buttons (book/configure.py); when empty, none of them.
 REPOSITORY ?=
 BRANCH ?= main
-BOOK_CONFIG := _build/config.yml
+# OUT: where the book is built (OUT/_build/html); another folder keeps concurrent builds apart.
+OUT ?= .
+BUILD := $(OUT)/_build
+BOOK_CONFIG := $(BUILD)/config.yml
 # The browser check (make test) needs Chromium; BROWSER=0 skips it explicitly.
 BROWSER ?= 1
 CHROMIUM ?= $(shell command -v chromium || command -v chromium-browser || echo /usr/bin/chromium)
@@ -32,8 +35,8 @@ install: $(STAMP)
 
 book: install
 	$(BIN)/python book/configure.py $(BOOK_CONFIG) "$(REPOSITORY)" "$(BRANCH)"
-	$(BIN)/jupyter-book build . --config $(BOOK_CONFIG)
-	@echo "The book is built: open $(CURDIR)/_build/html/index.html"
+	$(BIN)/jupyter-book build . --config $(BOOK_CONFIG) --path-output $(OUT)
+	@echo "The book is built: open $(abspath $(BUILD))/html/index.html"
 
 lint: install
 	$(BIN)/ruff check lib tests benchmarks book
@@ -57,23 +60,23 @@ DASK ?=
 ROBUST := $(BIN)/python tests/robust.py --jobs $(JOBS) $(if $(DASK),--dask $(DASK))
 
 robust: install
-	$(ROBUST) --seeds "$(SEEDS)" --scale --report _build/robust.txt $(NOTEBOOKS)
+	$(ROBUST) --seeds "$(SEEDS)" --scale --report $(BUILD)/robust.txt $(NOTEBOOKS)
 
 seeds: install
 	$(ROBUST) --seeds "$(TEST_SEEDS)" $(NOTEBOOKS)
 
 book-strict: install
-	rm -rf _build
+	rm -rf $(BUILD)
 	$(BIN)/python book/configure.py $(BOOK_CONFIG) "$(REPOSITORY)" "$(BRANCH)"
-	$(BIN)/jupyter-book build . --config $(BOOK_CONFIG) -W -n --keep-going
+	$(BIN)/jupyter-book build . --config $(BOOK_CONFIG) --path-output $(OUT) -W -n --keep-going
 
 # Every internal link, anchor and image of the built book resolves (no network used).
 links: install
 	$(BIN)/lychee --offline --include-fragments --no-progress \
-		--exclude-path _build/html/_static _build/html
+		--exclude-path $(BUILD)/html/_static $(BUILD)/html
 
 # Every page in headless Chromium: typeset math, loaded images, no JavaScript error, no request
-# leaving the machine, no clipped equation, little visible code; screenshots in _build/screenshots.
+# leaving the machine, no clipped equation, little visible code; screenshots in $(BUILD)/screenshots.
 browser: install
 ifeq ($(BROWSER),0)
 	@echo "browser check skipped (BROWSER=0)"
@@ -81,7 +84,7 @@ else
 	@test -x "$(CHROMIUM)" || { echo "make test: Chromium not found (looked for chromium and \
 	chromium-browser). Install it (Debian/Ubuntu: apt-get install chromium), or skip the \
 	browser check explicitly with: make test BROWSER=0"; exit 1; }
-	$(BIN)/python tests/check_rendered_book.py _build/html --chromium "$(CHROMIUM)"
+	$(BIN)/python tests/check_rendered_book.py $(BUILD)/html --chromium "$(CHROMIUM)"
 endif
 
 test: lint unit nbval seeds book-strict links browser
