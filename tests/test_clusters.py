@@ -218,71 +218,97 @@ def test_bad_inputs(call, name):
 
 
 # --------------------------------------------------------------------------------------
-# frozen-attention Runge-Kutta (the authors' scheme)
+# the scripts' time stepping, and many runs at once
 # --------------------------------------------------------------------------------------
 
-def _frozen_step_by_loop(Z, t, h, A, V):
+def _scripts_step_by_loop(Z, t, h, A, V):
+    """One step of the scripts' scheme, written out token by token with explicit sums."""
     n = Z.shape[0]
     E = expm(t * V)
-    X = Z @ E.T
-    logits = np.array([[(A @ X[i]) @ X[j] for j in range(n)] for i in range(n)])
+    Y = [A @ E @ z for z in Z]
+    logits = np.array([[Y[i] @ Y[j] for j in range(n)] for i in range(n)])
     P = np.exp(logits - logits.max(axis=1, keepdims=True))
     P /= P.sum(axis=1, keepdims=True)
 
-    def f(Y):
-        return np.array([sum(P[i, j] * V @ (Y[j] - Y[i]) for j in range(n)) for i in range(n)])
+    def velocity(W, i):
+        return sum(P[i, j] * (V @ (W[j] - W[i])) for j in range(n))
 
-    k1 = f(Z)
-    k2 = f(Z + h / 2 * k1)
-    k3 = f(Z + h / 2 * k2)
-    k4 = f(Z + h * k3)
-    return Z + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+    out = np.empty_like(Z)
+    for i in range(n):
+        k1 = h * velocity(Z, i)
+        k2 = h * velocity(Z + k1 / 2, i)
+        k3 = h * velocity(Z + k2 / 2, i)
+        k4 = h * velocity(Z + k3, i)
+        out[i] = Z[i] + (k1 + 2 * k2 + 2 * k3 + k4) / 6
+    return out
 
 
-def test_frozen_attention_step_matches_a_loop():
-    Z = RNG.normal(size=(5, 2))
+def test_scripts_scheme_matches_a_loop_and_is_explicit_euler():
+    from transformer_pde import dynamics
+
+    Z0 = RNG.uniform(-5, 5, size=(7, 2))
     A = np.array([[1.0, 0.3], [0.1, 0.7]])
     V = np.array([[0.5, 0.2], [-0.1, 0.4]])
-    times = [0.3, 0.5, 0.6]
-    traj = clusters.integrate_frozen_attention(Z, times, A, V)
-    step1 = _frozen_step_by_loop(Z, 0.3, 0.2, A, V)
-    np.testing.assert_allclose(traj[1], step1, rtol=1e-12, atol=1e-13)
-    np.testing.assert_allclose(traj[2], _frozen_step_by_loop(step1, 0.5, 0.1, A, V),
-                               rtol=1e-12, atol=1e-13)
-    # max_step splits each interval into equal steps
-    fine = clusters.integrate_frozen_attention(Z, np.linspace(0.3, 0.5, 5), A, V)
-    split = clusters.integrate_frozen_attention(Z, [0.3, 0.5], A, V, max_step=0.05)
-    np.testing.assert_allclose(split[-1], fine[-1], rtol=1e-13, atol=1e-14)
+    times = np.linspace(0.0, 1.0, 11)
+    got = clusters.scripts_scheme(Z0, times, A, V)
+    np.testing.assert_allclose(got[1], _scripts_step_by_loop(Z0, 0.0, 0.1, A, V),
+                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got[2], _scripts_step_by_loop(got[1], 0.1, 0.1, A, V),
+                               rtol=1e-12, atol=1e-12)
+    # explicit Euler with the key-query matrix A^T A: equal up to rounding
+    euler = dynamics.integrate(dynamics.rescaled_field(None, V, A=A.T @ A), Z0, times,
+                               method="euler")
+    np.testing.assert_allclose(got, euler, rtol=0, atol=1e-12)
+    # and not classical RK4 (which would differ at order h^2 per step)
+    rk4 = dynamics.integrate(dynamics.rescaled_field(None, V, A=A.T @ A), Z0, times,
+                             method="rk4")
+    assert np.abs(got[-1] - rk4[-1]).max() > 1e-6
 
 
-def test_frozen_attention_is_first_order_against_an_adaptive_solution():
+def test_integrate_draws_matches_separate_runs():
     from transformer_pde import dynamics
-    from transformer_pde.fitting import fit_power_law
 
-    Z0 = np.random.default_rng(0).uniform(-2, 2, size=(10, 2))
+    Z0 = RNG.normal(size=(4, 6, 2))
+    A = np.array([[1.0, 0.2], [0.2, 0.6]])
+    V = np.array([[1.0, 0.3], [0.0, 0.5]])
+    times = np.linspace(0.0, 3.0, 7)
+    together = clusters.integrate_draws(Z0, times, A, V, rtol=1e-12, atol=1e-13)
+    assert together.shape == (7, 4, 6, 2)
+    for r in range(4):
+        alone = dynamics.integrate(dynamics.rescaled_field(None, V, A=A), Z0[r], times,
+                                   rtol=1e-12, atol=1e-13)
+        np.testing.assert_allclose(together[:, r], alone, rtol=0, atol=1e-9)
+    single = clusters.integrate_draws(Z0[0], times, A, V, rtol=1e-12, atol=1e-13)
+    assert single.shape == (7, 6, 2)
+    np.testing.assert_allclose(single, together[:, 0], rtol=0, atol=1e-9)
+
+
+def test_integrate_draws_hardmax_regime_stays_finite():
+    # logits up to e^{24}: each follower heads straight for argmax_j <z_i, z_j>
+    Z0 = RNG.normal(size=(3, 5, 2))
     I2 = np.eye(2)
-    T = 2.0
-    ref = dynamics.integrate(dynamics.rescaled_field(None, I2, A=I2), Z0, [0.0, T],
-                             rtol=1e-13, atol=1e-13)[-1]
-    hs = np.array([0.1, 0.05, 0.025, 0.0125])
-    errors = [np.abs(clusters.integrate_frozen_attention(Z0, [0.0, T], I2, I2, max_step=h)[-1]
-                     - ref).max() for h in hs]
-    fit = fit_power_law(hs, errors)
-    assert abs(fit.exponent - 1.0) < 0.1, fit
+    z = clusters.integrate_draws(Z0, [0.0, 12.0], I2, I2)
+    assert np.all(np.isfinite(z))
+    assert all(clusters.in_hull(z[-1, r], Z0[r], tol=1e-8).all() for r in range(3))
 
 
-@pytest.mark.parametrize(("kwargs", "name"), [
-    ({"Z0": np.zeros(3)}, "Z0"),
-    ({"times": [0.0, 0.0]}, "times"),
-    ({"A": np.eye(3)}, "A"),
-    ({"V": np.full((2, 2), np.nan)}, "V"),
-    ({"max_step": -0.1}, "max_step"),
+@pytest.mark.parametrize(("call", "name"), [
+    (lambda: clusters.integrate_draws(np.zeros(3), [0.0, 1.0], np.eye(2), np.eye(2)), "Z0"),
+    (lambda: clusters.integrate_draws(np.full((1, 2, 2), np.nan), [0.0, 1.0], np.eye(2),
+                                      np.eye(2)), "Z0"),
+    (lambda: clusters.integrate_draws(np.zeros((1, 2, 2)), [0.0, 1.0], np.eye(3),
+                                      np.eye(2)), "A"),
+    (lambda: clusters.integrate_draws(np.zeros((1, 2, 2)), [1.0, 0.0], np.eye(2),
+                                      np.eye(2)), "times"),
+    (lambda: clusters.scripts_scheme(np.zeros(3), [0.0, 1.0], np.eye(2), np.eye(2)), "Z0"),
+    (lambda: clusters.scripts_scheme(np.zeros((3, 2)), [0.0, 0.0], np.eye(2), np.eye(2)),
+     "times"),
+    (lambda: clusters.scripts_scheme(np.zeros((3, 2)), [0.0, 1.0], np.eye(2),
+                                     np.full((2, 2), np.nan)), "V"),
 ])
-def test_frozen_attention_bad_inputs(kwargs, name):
-    args = {"Z0": np.zeros((3, 2)), "times": [0.0, 1.0], "A": np.eye(2), "V": np.eye(2)}
-    args.update(kwargs)
+def test_draws_and_scripts_bad_inputs(call, name):
     with pytest.raises(ValueError, match=name):
-        clusters.integrate_frozen_attention(args.pop("Z0"), args.pop("times"), **args)
+        call()
 
 
 def test_hull_polygon_is_closed_counter_clockwise_and_handles_flat_sets():

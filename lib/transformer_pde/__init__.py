@@ -16,7 +16,9 @@ Modules (one mathematical object each):
 - :mod:`~transformer_pde.bures`: the Bures-Wasserstein geometry of Gaussian measures;
 - :mod:`~transformer_pde.symbolic`: the SymPy derivations behind them;
 - :mod:`~transformer_pde.clusters`: groups of tokens, convex hulls, leaders of an attention
-  matrix, the frozen-attention scheme of the clustering experiments;
+  matrix, many clustering runs integrated together, the time stepping of the authors' scripts;
+- :mod:`~transformer_pde.polytope`: the limit polytope seen through the hardmax (the set of
+  self-attending points, the hardmax cells);
 - :mod:`~transformer_pde.lipschitz`: Jacobian-vector products, local Lipschitz constants,
   published bounds;
 - :mod:`~transformer_pde.pretrained`: all-MiniLM-L6-v2 (BERT) run in NumPy; real-text sequence

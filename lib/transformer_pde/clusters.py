@@ -7,8 +7,9 @@ self-attention dynamics*, NeurIPS 2023): which tokens share a limit (:func:`grou
 points are vertices of a convex polytope (:func:`polytope_vertices`), how its volume changes
 and who lies inside it (:func:`hull_volume`, :func:`in_hull`), the attention matrix seen
 from the rescaled tokens (:func:`rescaled_attention_matrix`), and whether that matrix is
-Boolean and which tokens lead (:func:`is_boolean`, :func:`leaders`), and the time stepping
-with frozen attention of the authors' public scripts (:func:`integrate_frozen_attention`).
+Boolean and which tokens lead (:func:`is_boolean`, :func:`leaders`); many runs integrated
+together (:func:`integrate_draws`), and the time stepping of the authors' public scripts,
+which is explicit Euler (:func:`scripts_scheme`).
 """
 
 import numpy as np
@@ -16,7 +17,7 @@ from scipy.sparse.csgraph import connected_components
 from scipy.spatial import ConvexHull
 from scipy.spatial.distance import cdist
 
-from . import _checks, attention
+from . import _checks, attention, dynamics
 from .dynamics import _exponential
 
 __all__ = [
@@ -27,7 +28,8 @@ __all__ = [
     "hull_volume",
     "in_hull",
     "rescaled_attention_matrix",
-    "integrate_frozen_attention",
+    "integrate_draws",
+    "scripts_scheme",
     "leaders",
     "is_boolean",
 ]
@@ -211,66 +213,114 @@ def rescaled_attention_matrix(Z, t, A, V):
     return attention.softmax_matrix(Z, E.T @ A @ E)
 
 
-def integrate_frozen_attention(Z0, times, A, V, *, max_step=None):
-    r"""The rescaled dynamics stepped with the attention matrix frozen over each RK4 step.
+def integrate_draws(Z0, times, A, V, *, rtol=1e-10, atol=1e-12):
+    r"""Several independent runs of the rescaled dynamics, integrated as one system.
 
-    On a step :math:`[t_k, t_k + h]` the matrix :math:`P = P(t_k)` of
-    :func:`rescaled_attention_matrix` is computed once and the *linear* system
-    :math:`\dot z_i = \sum_j P_{ij} V (z_j - z_i)` is advanced by one classical Runge-Kutta
-    step. This is how the public scripts accompanying Geshkovski, Letrouit, Polyanskiy and
-    Rigollet (2023) integrate (inferred from their code). Since the variation of
-    :math:`P` over the step is ignored, the scheme is consistent of order 1 only, whatever
-    the order of the Runge-Kutta stages; compare :func:`transformer_pde.dynamics.integrate`
-    with :func:`transformer_pde.dynamics.rescaled_field`, which has the true order.
+    Each of the ``k`` configurations ``Z0[r]`` (``n`` tokens) follows
+    :math:`\dot z_i = \sum_j P_{ij}(t)\, V (z_j - z_i)` with its own attention matrix
+    (:func:`rescaled_attention_matrix`, Geshkovski et al., 2023): the runs do not interact.
+    Stacking them lets one adaptive solver (``DOP853`` of
+    :func:`transformer_pde.dynamics.integrate`) advance all of them with one batched
+    evaluation of the ``k`` attention matrices per stage, which for small ``n`` costs little
+    more than a single run. SciPy's error norm is the root mean square over all components,
+    so the error of one run is controlled up to a factor :math:`\sqrt{k}` of the tolerances.
+
+    Parameters
+    ----------
+    Z0 : array (k, n, d) or (n, d)
+        Initial tokens of each run (a single run when 2-D).
+    times : array (m,)
+        Strictly increasing output times.
+    A, V : arrays (d, d)
+        :math:`K^\top Q` and the value matrix, shared by the runs.
+
+    Returns
+    -------
+    array (m, k, n, d), or (m, n, d) for a single run
+    """
+    Z0 = np.asarray(Z0, dtype=np.float64)
+    single = Z0.ndim == 2
+    if single:
+        Z0 = Z0[None]
+    if Z0.ndim != 3 or 0 in Z0.shape or not np.all(np.isfinite(Z0)):
+        raise ValueError(f"Z0 must be a finite array of shape (k, n, d) or (n, d), got {Z0.shape}")
+    k, n, d = Z0.shape
+    A = _checks.matrix(A, "A", shape=(d, d))
+    V = _checks.matrix(V, "V", shape=(d, d))
+    exp_V = _exponential(V)
+
+    def field(t, Z):
+        Zr = Z.reshape(k, n, d)
+        E = exp_V(t)
+        logits = (Zr @ (E.T @ A @ E).T) @ Zr.transpose(0, 2, 1)  # <B z_i, z_j>
+        logits -= logits.max(axis=2, keepdims=True)
+        P = np.exp(logits)
+        P /= P.sum(axis=2, keepdims=True)
+        return ((P @ Zr - Zr) @ V.T).reshape(k * n, d)
+
+    traj = dynamics.integrate(field, Z0.reshape(k * n, d), times, rtol=rtol, atol=atol)
+    traj = traj.reshape(-1, k, n, d)
+    return traj[:, 0] if single else traj
+
+
+def scripts_scheme(Z0, times, A, V):
+    r"""The time stepping of the public scripts of Geshkovski et al. (2023), transcribed.
+
+    On each step :math:`[t_l, t_l + h]` the scripts compute the attention matrix with the
+    logits :math:`\langle A e^{t_l V} z_i, A e^{t_l V} z_j\rangle` (so the key-query matrix
+    of this book is :math:`A^\top A`), then, token by token, four Runge-Kutta stages
+    :math:`k_1, \dots, k_4` of the increment of token :math:`i`. Each stage is evaluated at
+    the configuration whose *every* token is shifted by the previous stage's increment of
+    token :math:`i` (a vector of :math:`\mathbb R^d`). The velocity
+    :math:`\sum_j P_{ij} V (z_j - z_i)` depends on differences only, so the shift cancels,
+    :math:`k_1 = k_2 = k_3 = k_4`, and the update is :math:`z_i + k_1`: explicit Euler with
+    the attention of :math:`A^\top A` (compare :func:`transformer_pde.dynamics.integrate`
+    with ``method="euler"``), up to rounding. Kept to check that identity; it costs
+    :math:`4n` velocity evaluations per step.
 
     Parameters
     ----------
     Z0 : array (n, d)
-        Initial tokens (:math:`z(t_0) = e^{-t_0 V} x(t_0)`).
-    times : array (k,)
-        Strictly increasing output times; one step per interval unless ``max_step``
-        subdivides it into equal steps no longer than ``max_step``.
+    times : array (m,)
+        Strictly increasing; one step per interval.
     A, V : arrays (d, d)
-        :math:`K^\top Q` and the value matrix.
 
     Returns
     -------
-    array (k, n, d)
+    array (m, n, d)
     """
     Z0 = _checks.points(Z0, "Z0")
-    d = Z0.shape[1]
+    n, d = Z0.shape
     A = _checks.matrix(A, "A", shape=(d, d))
     V = _checks.matrix(V, "V", shape=(d, d))
     t = np.asarray(times, dtype=np.float64)
     if t.ndim != 1 or t.size < 1 or not np.all(np.isfinite(t)) or np.any(np.diff(t) <= 0):
         raise ValueError("times must be a finite, strictly increasing 1-D array")
-    if max_step is not None:
-        max_step = _checks.positive_float(max_step, "max_step")
     exp_V = _exponential(V)
-    traj = np.empty((t.size, *Z0.shape))
-    traj[0] = Z = Z0.copy()
-    for k in range(t.size - 1):
-        m = 1 if max_step is None else max(1, int(np.ceil((t[k + 1] - t[k]) / max_step - 1e-12)))
-        h = (t[k + 1] - t[k]) / m
-        for s in range(m):
-            E = exp_V(t[k] + s * h)
-            P = attention.softmax_matrix(Z, E.T @ A @ E)
-            L = P - np.eye(P.shape[0])  # z' = (P - I) z V^T, linear with P frozen
-            k1 = L @ Z @ V.T
-            k2 = L @ (Z + (h / 2) * k1) @ V.T
-            k3 = L @ (Z + (h / 2) * k2) @ V.T
-            k4 = L @ (Z + h * k3) @ V.T
-            Z = Z + (h / 6) * (k1 + 2 * k2 + 2 * k3 + k4)
-        traj[k + 1] = Z
+    traj = np.empty((t.size, n, d))
+    traj[0] = Z0
+    for step in range(t.size - 1):
+        h, Z = t[step + 1] - t[step], traj[step]
+        P = attention.softmax_matrix(Z, (A @ exp_V(t[step])).T @ (A @ exp_V(t[step])))
+
+        def increment(config, i):
+            return h * (P[i] @ (config - config[i])) @ V.T
+
+        for i in range(n):
+            k1 = increment(Z, i)
+            k2 = increment(Z + k1 / 2, i)  # the shift is added to every token
+            k3 = increment(Z + k2 / 2, i)
+            k4 = increment(Z + k3, i)
+            traj[step + 1, i] = Z[i] + (k1 + 2 * k2 + 2 * k3 + k4) / 6
     return traj
 
 
 def leaders(P, tol):
     r"""Leaders of ``P``: the sorted :math:`j` with :math:`P_{ij} > 1 - tol` for some :math:`i`.
 
-    In the limit :math:`t \to \infty` the attention matrix of the clustering dynamics becomes
-    Boolean and each token attends to one *leader* (Geshkovski et al., 2023); the leaders
-    are the non-zero columns of that limit.
+    When the attention matrix of the clustering dynamics becomes Boolean, each token attends
+    to one *leader* (possibly itself; Geshkovski et al., 2023); the leaders are the non-zero
+    columns of that limit.
     """
     P = _checks.points(P, "P")
     tol = _checks.nonnegative_float(tol, "tol")
@@ -284,7 +334,8 @@ def is_boolean(P, tol):
 
         \max_i \min_k \| P_{i\cdot} - e_k \|_\infty \le tol .
 
-    A Boolean row-stochastic matrix assigns each token to exactly one other token (its leader).
+    A Boolean row-stochastic matrix assigns each token to exactly one token (its leader,
+    possibly itself).
     """
     P = _checks.points(P, "P")
     tol = _checks.nonnegative_float(tol, "tol")
