@@ -65,7 +65,11 @@ def attention_gap(points, vertices, A):
 
 
 def hardmax_cells(points, vertices, A):
-    r"""The vertex each point attends to under the hardmax: :math:`\arg\max_j \langle A x, v_j\rangle`.
+    r"""The vertex each point attends to under the hardmax.
+
+    .. math::
+
+        c(x) = \arg\max_j \langle A x, v_j\rangle .
 
     The cells :math:`C_j = \{x : \langle A x, v_j\rangle \ge \langle A x, v_k\rangle\ \forall k\}`
     are polyhedral cones with apex :math:`0`. For symmetric :math:`A` they are the cells of
@@ -83,7 +87,12 @@ def hardmax_cells(points, vertices, A):
 
 
 def self_attending_set(vertices, A, *, tol=1e-9):
-    r"""The finite set :math:`\mathcal S = \{x \in \mathcal K : \langle Ax, x\rangle = \max_j \langle Ax, v_j\rangle\}`.
+    r"""The finite set of self-attending points of :math:`\mathcal K = \operatorname{conv}\{v_j\}`.
+
+    .. math::
+
+        \mathcal S = \{x \in \mathcal K :
+        \langle Ax, x\rangle = \max_j \langle Ax, v_j\rangle\}.
 
     Geshkovski, Letrouit, Polyanskiy and Rigollet (2023) prove that for :math:`V = I_d` and a
     symmetric positive definite :math:`A` every rescaled token converges to a point of
@@ -148,7 +157,9 @@ def self_attending_set(vertices, A, *, tol=1e-9):
 
 
 def on_boundary(points, hull_points, *, tol=1e-9):
-    r"""Whether each point lies on the boundary :math:`\partial \mathcal K` of :math:`\mathcal K = \operatorname{conv}\{q_k\}` in :math:`\mathbb R^d`.
+    r"""Whether each point lies on the boundary of :math:`\mathcal K = \operatorname{conv}\{q_k\}`.
+
+    The boundary :math:`\partial \mathcal K` is taken in :math:`\mathbb R^d`.
 
     A point is on the boundary when it lies in :math:`\mathcal K` (within ``tol``, see
     :func:`transformer_pde.clusters.in_hull`) and either :math:`\mathcal K` has empty
