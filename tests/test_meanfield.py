@@ -45,24 +45,71 @@ def test_normalised_weight_second_moment_threshold_and_monte_carlo():
     assert abs(got - vals.mean()) < 5 * vals.std() / np.sqrt(vals.size)
 
 
-@pytest.mark.parametrize("a, s2", [(0.5, 1.0), (1.5, 0.6), (-1.8, 0.5)])
-def test_key_projection_second_moment_one_dimension(a, s2):
-    # d = 1, m = 0 (the mean does not enter): bar w(y) = E_x w(x, y) by quadrature over x,
+def _key_projection_quadrature_1d(a, m, s2):
+    # d = 1: bar w(y) = E_x w(x, y) by quadrature over x, with the weight built from its
+    # definition w = exp(a x y) / E_y exp(a x y), E_y exp(a x y) = exp(a x m + a^2 x^2 s2 / 2),
     # then E_y bar w(y)^2 by quadrature over y.
-    p = _gauss(0.0, s2)
+    p = _gauss(m, s2)
     s = np.sqrt(s2)
 
     def bar_w(y):
-        f = lambda x: np.exp(a * x * y - 0.5 * a**2 * x**2 * s2) * p(x)  # noqa: E731
-        centre = a * s2 * y / (1 + a**2 * s2**2)  # mean of the tilted x
+        f = lambda x: np.exp(a * x * (y - m) - 0.5 * a**2 * x**2 * s2) * p(x)  # noqa: E731
+        centre = (m + a * s2 * (y - m)) / (1 + a**2 * s2**2)  # mean of the tilted x
         return integrate.quad(f, centre - 20 * s, centre + 20 * s, epsabs=0, epsrel=1e-12,
                               limit=200)[0]
 
-    # |y| <= 25 s: beyond, the integrand is below e^-33 of its peak (rho <= 0.9)
-    ref, _ = integrate.quad(lambda y: bar_w(y) ** 2 * p(y), -25 * s, 25 * s, epsabs=0,
-                            epsrel=1e-10, limit=400)
-    assert meanfield.key_projection_second_moment([[a]], [0.3], [[s2]]) == pytest.approx(
+    # the integrand peaks at y - m = 2 a s2 m / (1 - (a s2)^2) (at most 6 s here) and has
+    # decayed below e^-33 of its peak 25 s further (rho <= 0.9)
+    peak = m + 2 * a * s2 * m / (1 - (a * s2) ** 2)
+    ref, _ = integrate.quad(lambda y: bar_w(y) ** 2 * p(y), peak - 25 * s, peak + 25 * s,
+                            epsabs=0, epsrel=1e-10, limit=400)
+    return ref
+
+
+# the first three points have alpha != 0 (the old formula, which ignored the mean, gave
+# 1.0328, 1.0719 and 1.0041 there); the last three are the earlier centred cases, and one
+# strong interaction (rho = 0.9) away from the origin
+@pytest.mark.parametrize("a, m, s2", [(0.5, 1.0, 1.0), (0.3, -0.7, 2.0), (0.6, 0.5, 0.5),
+                                      (1.5, 0.0, 0.6), (-1.8, 0.0, 0.5), (-1.8, 0.4, 0.5)])
+def test_key_projection_second_moment_one_dimension(a, m, s2):
+    ref = _key_projection_quadrature_1d(a, m, s2)
+    assert meanfield.key_projection_second_moment([[a]], [m], [[s2]]) == pytest.approx(
         ref, rel=1e-7)
+
+
+def test_key_projection_second_moment_depends_on_the_mean():
+    # the values the quadrature gave at alpha != 0, to its four digits
+    got = [meanfield.key_projection_second_moment([[a]], [m], [[s2]])
+           for a, m, s2 in [(0.5, 1.0, 1.0), (0.3, -0.7, 2.0), (0.6, 0.5, 0.5)]]
+    assert got == pytest.approx([1.4414, 1.2302, 1.0550], abs=6e-5)
+
+
+def test_key_projection_second_moment_two_dimensions():
+    # d = 2, general A and alpha: bar w(y) by a tensor Gauss-Hermite rule over the query
+    # (x = alpha + L u, L the Cholesky factor, w from its definition), then E_y bar w^2 by the
+    # trapezoid rule on a square of whitened keys (spectrally accurate for a smooth integrand
+    # decaying like exp(-(1/2 - rho^2/(1 + rho^2)) |v|^2), rho = 0.6 here).
+    A = np.array([[0.9, -0.5], [0.4, 1.1]])
+    A = 0.6 * A / meanfield.interaction_strength(A, SIGMA)
+    alpha = np.array([0.8, -0.6])
+    L = np.linalg.cholesky(SIGMA)
+    t, wt = np.polynomial.hermite_e.hermegauss(40)
+    U = np.stack(np.meshgrid(t, t, indexing="ij"), -1).reshape(-1, 2)
+    Wu = np.outer(wt, wt).ravel() / (2 * np.pi)
+    X = alpha + U @ L.T
+    AX = X @ A.T
+    log_norm = AX @ alpha + 0.5 * np.einsum("mi,ij,mj->m", AX, SIGMA, AX)  # log E_y e^<Ax,y>
+    h = 0.2
+    v = np.arange(-14.0, 14.0 + h / 2, h)
+    V2 = np.stack(np.meshgrid(v, v, indexing="ij"), -1).reshape(-1, 2)
+    total = 0.0
+    for chunk in np.array_split(V2, 10):
+        Y = alpha + chunk @ L.T
+        bar_w = np.exp(Y @ AX.T - log_norm) @ Wu
+        total += np.sum(bar_w**2 * np.exp(-0.5 * np.sum(chunk**2, 1))) * h * h / (2 * np.pi)
+    got = meanfield.key_projection_second_moment(A, alpha, SIGMA)
+    assert got == pytest.approx(total, rel=1e-8)
+    assert got > 1.05 * meanfield.key_projection_second_moment(A, np.zeros(2), SIGMA)
 
 
 def test_key_projection_threshold():
@@ -136,6 +183,16 @@ def test_meanfield_errors_against_loops():
             assert field[k][r] == pytest.approx(ref_field, rel=1e-12)
 
 
+def test_meanfield_errors_same_with_one_or_two_jobs():
+    # every draw is seeded by its own key, so the jobs and the blocks do not matter
+    A = np.array([[0.7, 0.2], [-0.3, 0.5]])
+    V = np.array([[0.2, -1.0], [0.8, 0.1]])
+    one = meanfield.meanfield_errors(A, V, ALPHA, SIGMA, [9, 30], [5, 3], seed=[4, 2], n_jobs=1)
+    two = meanfield.meanfield_errors(A, V, ALPHA, SIGMA, [9, 30], [5, 3], seed=[4, 2], n_jobs=2)
+    for a, b in zip(one[0] + one[1], two[0] + two[1], strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_meanfield_errors_zero_interaction():
     # A = 0: every token moves with V xbar, the empirical covariance does not move, and the
     # mean-field rate is V Sigma 0 Sigma + ... = 0.
@@ -158,6 +215,39 @@ def test_local_rms_slopes():
         meanfield.local_rms_slopes(sizes, errs[:2])
     with pytest.raises(ValueError, match="squared_errors"):
         meanfield.local_rms_slopes(sizes[:2], [np.array([1.0]), np.array([1.0, 2.0])])
+
+
+def test_local_rms_slopes_median_and_jobs():
+    rng = np.random.default_rng(1)
+    sizes = [10, 40, 160]
+    z = [rng.exponential(size=101) for _ in sizes]
+    errs = [e / n**1.4 for e, n in zip(z, sizes, strict=True)]  # medians: exactly n^-1.4
+    med = [np.median(e) for e in errs]
+    slopes, sds = meanfield.local_rms_slopes(sizes, errs, center="median", n_boot=50, seed=3)
+    ref = 0.5 * np.diff(np.log(med)) / np.diff(np.log(sizes))
+    assert slopes == pytest.approx(ref, rel=1e-12)
+    _, sds2 = meanfield.local_rms_slopes(sizes, errs, center="median", n_boot=50, seed=3,
+                                         n_jobs=2)
+    np.testing.assert_array_equal(sds, sds2)
+    with pytest.raises(ValueError, match="center"):
+        meanfield.local_rms_slopes(sizes, errs, center="mode")
+
+
+def test_error_summary_against_direct_computation():
+    rng = np.random.default_rng(2)
+    sizes = [10, 20]
+    errs = [rng.pareto(2.5, size=250), rng.exponential(size=99)]
+    out = meanfield.error_summary(sizes, errs)
+    for k, (n, e) in enumerate(zip(sizes, errs, strict=True)):
+        top = np.sort(e)[-int(np.ceil(e.size / 100)):]  # 3 and 1 largest draws
+        assert out.scaled_mean[k] == pytest.approx(n * np.mean(e), rel=1e-12)
+        assert out.scaled_stderr[k] == pytest.approx(
+            n * np.sqrt(np.sum((e - e.mean()) ** 2) / (e.size - 1) / e.size), rel=1e-12)
+        assert out.scaled_median[k] == pytest.approx(n * np.median(e), rel=1e-12)
+        assert out.top_share[k] == pytest.approx(top.sum() / e.sum(), rel=1e-12)
+        assert out.max_over_median[k] == pytest.approx(e.max() / np.median(e), rel=1e-12)
+    with pytest.raises(ValueError, match="squared_errors"):
+        meanfield.error_summary(sizes, [np.ones(3), -np.ones(3)])
 
 
 def test_bad_inputs():

@@ -1,16 +1,32 @@
-r"""When is the mean-field Monte Carlo error of softmax attention square-integrable?
+r"""How fast does the softmax particle system approach its Gaussian mean-field limit?
 
-For Gaussian tokens :math:`x, y \sim \mathcal N(\alpha, \Sigma)` (independent), the softmax
-interaction weight :math:`e^{\langle Ax, y\rangle}` has a finite second moment if and only if
+For Gaussian tokens :math:`x, y \sim \mathcal N(\alpha, \Sigma)` (independent) and the
+interaction strength :math:`\rho = \|\Sigma^{1/2} A \Sigma^{1/2}\|_2`, three second moments
+of the attention weights are finite on three different ranges of :math:`\rho` (derived for
+the Transformer PDE of Castin, Ablin, Carrillo and Peyré, 2025; proposition
+``prop-ch2-meanfield-rate`` of chapter 2):
 
-.. math::
+1. the unnormalised weight, :math:`\mathbb E\, e^{2\langle Ax, y\rangle} < \infty` iff
+   :math:`\rho < 1/2` (:func:`softmax_weight_second_moment`). This is the threshold of the
+   Monte Carlo average of an *unnormalised* exponential kernel, the large-:math:`n` limit of
+   sigmoid attention with bias :math:`-\log n`; it plays no role for self-normalised softmax;
+2. the normalised weight :math:`w(x, y) = e^{\langle Ax, y\rangle} / \mathbb E_y
+   e^{\langle Ax, y\rangle}`, :math:`\mathbb E\, w^2 < \infty` iff :math:`\rho < 1/\sqrt2`
+   (:func:`normalised_weight_second_moment`): the mean-square error of the field at a
+   particle is :math:`O(1/n)` on this range (:func:`field_error_variance`);
+3. the mean weight of a key :math:`\bar w(y) = \mathbb E_x w(x, y)`,
+   :math:`\mathbb E\, \bar w^2 < \infty` iff :math:`\rho < 1`
+   (:func:`key_projection_second_moment`): by linearisation (the delta method, not proved),
+   moments of the particle system such as the rate of the empirical covariance have an
+   :math:`O(1/n)` mean-square error on this range, with the constant
+   :func:`covariance_rate_variance`, which grows without bound as :math:`\rho \to 1`.
 
-    \rho = \|\Sigma^{1/2} A \Sigma^{1/2}\|_2 < \tfrac12 ,
-
-and then :math:`\mathbb E[e^{2\langle Ax, y\rangle}]` is an explicit Gaussian integral. This is
-the condition under which the central limit theorem gives the :math:`n^{-1/2}` rate to the
-particle approximation of the Transformer PDE of Castin, Ablin, Carrillo and Peyré (2025).
+:func:`meanfield_errors` measures these errors on independent draws (through
+:class:`joblib.Parallel`, every draw seeded by its own key), :func:`local_rms_slopes` and
+:func:`error_summary` read exponents, means and medians off them.
 """
+
+from typing import NamedTuple
 
 import numpy as np
 
@@ -20,6 +36,7 @@ from .gaussian import _check_moments, psd_sqrt
 __all__ = ["interaction_strength", "softmax_weight_second_moment",
            "normalised_weight_second_moment", "key_projection_second_moment",
            "weight_tail_exponents", "meanfield_errors", "local_rms_slopes",
+           "ErrorSummary", "error_summary",
            "covariance_rate_influence", "covariance_rate_variance", "field_error_variance"]
 
 
@@ -164,40 +181,77 @@ def normalised_weight_second_moment(A, alpha, Sigma):
 def key_projection_second_moment(A, alpha, Sigma):
     r"""Second moment of the mean normalised weight of a key, :math:`\mathbb E_y[\bar w(y)^2]`.
 
-    With :math:`w` as in :func:`normalised_weight_second_moment`,
-    :math:`\bar w(y) = \mathbb E_x w(x, y)`, the total (normalised) attention that the
-    queries of :math:`\mathcal N(\alpha, \Sigma)` pay to the key :math:`y`. It drives the
-    leading :math:`O(1/n)` term of the mean-square error of the particle system (the
-    projection of the error on the keys). With :math:`x = \alpha + Su`, :math:`y = \alpha + Sv`,
-    :math:`B = SAS` (:math:`S = \Sigma^{1/2}`),
-    :math:`w = \exp(v^\top B u - \tfrac12 |Bu|^2)` and
+    .. math::
+
+        \mathbb E_y\, \bar w(y)^2 = \det\big(I - M^2\big)^{-1/2}
+        \exp\big(c^\top (I - M)^{-1} c\big), \qquad
+        M = BB^\top,\quad B = \Sigma^{1/2} A \Sigma^{1/2},\quad c = \Sigma^{1/2} A\alpha,
+
+    finite if and only if :math:`\rho = \|B\|_2 < 1`. With :math:`w` as in
+    :func:`normalised_weight_second_moment`, :math:`\bar w(y) = \mathbb E_x w(x, y)` is the
+    total (normalised) attention that the queries of :math:`\mathcal N(\alpha, \Sigma)` pay
+    to the key :math:`y`; it drives the leading :math:`O(1/n)` term of the mean-square error
+    of the particle system (the projection of the error on the keys). Derived here, for the
+    mean-field limit of the Transformer PDE (Castin, Ablin, Carrillo and Peyré, 2025).
+
+    *Derivation.* Write :math:`x = \alpha + Su`, :math:`y = \alpha + Sv`,
+    :math:`S = \Sigma^{1/2}`, :math:`u, v` independent standard Gaussians. Then
+    :math:`\langle Ax, y - \alpha\rangle = v^\top(c + Bu)` and
+    :math:`x^\top A^\top\Sigma A x = |c + Bu|^2`, so
+    :math:`w = \exp\big(v^\top(c + Bu) - \tfrac12|c + Bu|^2\big)`. The exponent is
+    :math:`v^\top c - \tfrac12|c|^2 + g^\top u - \tfrac12 u^\top B^\top B u` with
+    :math:`g = B^\top(v - c)`, and the Gaussian integral over :math:`u` gives
 
     .. math::
 
         \bar w(y) = \det(I + B^\top B)^{-1/2}
-        \exp\big(\tfrac12 v^\top B (I + B^\top B)^{-1} B^\top v\big), \qquad
-        \mathbb E_y \bar w^2 = \det(I + B^\top B)^{-1}\det(I - 2G)^{-1/2},
+        \exp\big(v^\top c - \tfrac12|c|^2 + \tfrac12 (v - c)^\top G (v - c)\big),
+        \qquad G = B(I + B^\top B)^{-1}B^\top = M(I + M)^{-1}.
 
-    :math:`G = B(I + B^\top B)^{-1}B^\top`, whose eigenvalues are
-    :math:`\sigma_i^2/(1 + \sigma_i^2)`: finite if and only if
-    :math:`\rho = \sigma_{\max}(B) < 1`. Derived here (Castin, Ablin, Carrillo and Peyré, 2025,
-    for the model). The mean :math:`\alpha` does not enter.
+    Squaring and integrating over :math:`v`: the exponent is
+    :math:`v^\top G v + h^\top v + c^\top G c - |c|^2` with :math:`h = 2(I - G)c`, so
+
+    .. math::
+
+        \mathbb E_y \bar w^2 = \det(I + M)^{-1} \det(I - 2G)^{-1/2}
+        \exp\big(c^\top G c - |c|^2 + \tfrac12 h^\top (I - 2G)^{-1} h\big),
+
+    finite iff :math:`I - 2G \succ 0`, i.e. :math:`\sigma_i^2/(1 + \sigma_i^2) < 1/2` for every
+    singular value :math:`\sigma_i` of :math:`B`, i.e. :math:`\rho < 1`. Since
+    :math:`I - G = (I + M)^{-1}` and :math:`I - 2G = (I + M)^{-1}(I - M)` commute, the
+    determinants give :math:`\det(I + M)^{-1/2}\det(I - M)^{-1/2} = \det(I - M^2)^{-1/2}` and
+    the exponent :math:`c^\top\big(2(I - M^2)^{-1} - (I + M)^{-1}\big)c
+    = c^\top (I - M)^{-1} c`. The mean enters through :math:`c`; at :math:`\alpha = 0` the
+    value is :math:`\prod_i (1 - \sigma_i^4)^{-1/2}`.
+
+    Parameters
+    ----------
+    A : array (d, d)
+        Key-query matrix.
+    alpha : array (d,)
+        Mean.
+    Sigma : array (d, d)
+        Covariance, symmetric positive definite.
 
     Returns
     -------
     float
-        The second moment, ``numpy.inf`` when :math:`\rho \ge 1`.
+        The second moment, ``numpy.inf`` when :math:`\rho \ge 1` or on overflow.
     """
     alpha, Sigma = _gaussian(alpha, Sigma)
     d = alpha.shape[0]
     A = _checks.matrix(A, "A", (d, d))
     S = psd_sqrt(Sigma)
     B = S @ A @ S
-    s = np.linalg.svd(B, compute_uv=False)
-    if s[0] >= 1 - 1e-12:  # rounding of a singular value equal to 1
+    M = B @ B.T
+    M = (M + M.T) / 2
+    m = np.linalg.eigvalsh(M)
+    if m[-1] >= 1 - 1e-12:  # rounding of a singular value equal to 1
         return np.inf
-    g = s**2 / (1 + s**2)
-    return float(np.prod(1 + s**2) ** -1 * np.prod(1 - 2 * g) ** -0.5)
+    c = S @ A @ alpha
+    log_moment = -0.5 * np.sum(np.log1p(-m**2)) + c @ np.linalg.solve(np.eye(d) - M, c)
+    with np.errstate(over="ignore"):
+        return float(np.exp(log_moment))
 
 
 def weight_tail_exponents(rho):
@@ -225,7 +279,23 @@ def weight_tail_exponents(rho):
     return tuple(float(x) for x in out) if rho.ndim == 0 else out
 
 
-def meanfield_errors(A, V, alpha, Sigma, sizes, draws, seed):
+def _draw_errors(key, A, V, alpha, chol, SA, target, n):
+    """Squared errors (covariance rate, field) of one draw of ``n`` particles."""
+    from . import attention, gaussian
+
+    X = alpha + np.random.default_rng(key).standard_normal((n, alpha.shape[0])) @ chol.T
+    G = attention.softmax(X, A, V)
+    _, dSigma = gaussian.particle_moment_rates(X, G)
+    field = np.mean(np.sum((G - (alpha + X @ SA.T) @ V.T) ** 2, axis=1))
+    return float(np.sum((dSigma - target) ** 2)), float(field)
+
+
+#: Pairs of particles (``n**2`` per draw) that one joblib task of :func:`meanfield_errors`
+#: handles at least: a few tens of milliseconds, so that scheduling costs little.
+_PAIRS_PER_TASK = 2**24
+
+
+def meanfield_errors(A, V, alpha, Sigma, sizes, draws, seed, *, n_jobs=None):
     r"""Errors of the softmax particle system against the Gaussian mean field at :math:`t = 0`.
 
     For each size :math:`n` and each draw, :math:`x_1, \dots, x_n \sim \mathcal N(\alpha,
@@ -246,6 +316,10 @@ def meanfield_errors(A, V, alpha, Sigma, sizes, draws, seed):
     - of the field at the particles, averaged over them:
       :math:`\frac1n\sum_i |\Gamma_i - \Gamma(x_i)|^2`.
 
+    The draws run through :func:`transformer_pde.draws.map_keys` (:class:`joblib.Parallel`,
+    ``n_jobs`` and backend from :func:`joblib.parallel_config` unless ``n_jobs`` is given);
+    each draws its particles from its own key, so the values do not depend on the jobs.
+
     Parameters
     ----------
     A, V : arrays (d, d)
@@ -257,13 +331,16 @@ def meanfield_errors(A, V, alpha, Sigma, sizes, draws, seed):
         Independent draws per size (one number for all sizes, or one per size).
     seed : int or sequence of int
         Draw ``r`` of size index ``k`` uses ``numpy.random.default_rng([*seed, k, r])``.
+    n_jobs : int or None
+        Passed to :class:`joblib.Parallel`.
 
     Returns
     -------
     covariance, field : lists of arrays
         Element ``k`` of each has shape ``(draws[k],)``.
     """
-    from . import attention, gaussian
+    from . import draws as _draws
+    from . import gaussian
 
     alpha, Sigma = _gaussian(alpha, Sigma)
     d = alpha.shape[0]
@@ -272,35 +349,20 @@ def meanfield_errors(A, V, alpha, Sigma, sizes, draws, seed):
     sizes = [_checks.positive_int(n, "sizes") for n in np.atleast_1d(sizes)]
     draws = np.broadcast_to(np.asarray(draws), (len(sizes),))
     draws = [_checks.positive_int(r, "draws") for r in draws]
-    seed = list(np.atleast_1d(seed))
+    seed = _draws._key(seed)
     chol = np.linalg.cholesky(Sigma)
     _, target = gaussian.softmax_rhs(alpha, Sigma, A, V)
     cov_err, field_err = [], []
     for k, (n, R) in enumerate(zip(sizes, draws, strict=True)):
-        c, f = np.empty(R), np.empty(R)
-        for r in range(R):
-            X = alpha + np.random.default_rng([*seed, k, r]).standard_normal((n, d)) @ chol.T
-            G = attention.softmax(X, A, V)
-            _, dSigma = gaussian.particle_moment_rates(X, G)
-            c[r] = np.sum((dSigma - target) ** 2)
-            f[r] = np.mean(np.sum((G - (alpha + X @ (Sigma @ A).T) @ V.T) ** 2, axis=1))
-        cov_err.append(c)
-        field_err.append(f)
+        out = np.array(_draws.map_keys(
+            _draw_errors, [[*seed, k, r] for r in range(R)], A, V, alpha, chol, Sigma @ A,
+            target, n, block=max(1, _PAIRS_PER_TASK // n**2), n_jobs=n_jobs))
+        cov_err.append(out[:, 0])
+        field_err.append(out[:, 1])
     return cov_err, field_err
 
 
-def local_rms_slopes(sizes, squared_errors, *, n_boot=400, seed=0):
-    r"""Local exponents of a root-mean-square error between consecutive sample sizes.
-
-    .. math::
-
-        p_k = \frac{\tfrac12\log(\overline{e}_{k+1}/\overline{e}_k)}{\log(n_{k+1}/n_k)},
-        \qquad \overline{e}_k = \frac1{R_k}\sum_r e_{kr},
-
-    with a bootstrap standard deviation (resampling the draws of each size independently).
-    Heavy-tailed squared errors make the bootstrap optimistic; use it as a lower bound on
-    the uncertainty. Returns ``(slopes, sds)``, arrays of length ``len(sizes) - 1``.
-    """
+def _squared_errors(sizes, squared_errors):
     n = np.asarray(sizes, dtype=float)
     if n.ndim != 1 or n.size < 2 or np.any(n <= 0) or np.any(np.diff(n) <= 0):
         raise ValueError("sizes must be an increasing 1-D array of at least 2 positive sizes")
@@ -310,16 +372,76 @@ def local_rms_slopes(sizes, squared_errors, *, n_boot=400, seed=0):
     if any(e.ndim != 1 or e.size < 2 or not np.all(np.isfinite(e)) or np.any(e < 0)
            for e in errs):
         raise ValueError("squared_errors must hold finite, non-negative arrays of >= 2 draws")
-    gen = np.random.default_rng(seed)
+    return n, errs
+
+
+def _local_slopes(log_n, errs, center):
+    return 0.5 * np.diff(np.log([center(e) for e in errs])) / np.diff(log_n)
+
+
+def local_rms_slopes(sizes, squared_errors, *, n_boot=400, seed=0, center="mean",
+                     n_jobs=None):
+    r"""Local exponents of a root-mean-square error between consecutive sample sizes.
+
+    .. math::
+
+        p_k = \frac{\tfrac12\log(\overline{e}_{k+1}/\overline{e}_k)}{\log(n_{k+1}/n_k)},
+        \qquad \overline{e}_k = \frac1{R_k}\sum_r e_{kr},
+
+    with a bootstrap standard deviation (resampling the draws of each size independently,
+    :func:`transformer_pde.draws.bootstrap`, replicate ``b`` seeded by ``[*seed, b]``).
+    Heavy-tailed squared errors make the bootstrap optimistic; use it as a lower bound on
+    the uncertainty. With ``center="median"``, :math:`\overline{e}_k` is the median of the
+    draws instead (the exponent of a typical draw's error rather than of the mean-square
+    error). Returns ``(slopes, sds)``, arrays of length ``len(sizes) - 1``.
+    """
+    from . import draws as _draws
+
+    n, errs = _squared_errors(sizes, squared_errors)
+    centers = {"mean": np.mean, "median": np.median}
+    if center not in centers:
+        raise ValueError(f"center must be 'mean' or 'median', got {center!r}")
+    n_boot = _checks.positive_int(n_boot, "n_boot")
     log_n = np.log(n)
-
-    def slopes(mse):
-        return 0.5 * np.diff(np.log(mse)) / np.diff(log_n)
-
-    point = slopes(np.array([e.mean() for e in errs]))
-    boot = np.array([slopes(np.array([e[gen.integers(0, e.size, e.size)].mean() for e in errs]))
-                     for _ in range(n_boot)])
+    f = centers[center]
+    point = _local_slopes(log_n, errs, f)
+    boot = _draws.bootstrap(lambda s: _local_slopes(log_n, s, f), errs, n_boot, seed,
+                            n_jobs=n_jobs)
     return point, boot.std(axis=0)
+
+
+class ErrorSummary(NamedTuple):
+    r"""Per-size summary of independent squared errors :math:`e_{kr}` (arrays over sizes)."""
+
+    scaled_mean: np.ndarray  # n_k times the mean over the draws
+    scaled_stderr: np.ndarray  # n_k times the standard error of that mean
+    scaled_median: np.ndarray  # n_k times the median of the draws
+    top_share: np.ndarray  # share of the sum carried by the largest 1 % of the draws
+    max_over_median: np.ndarray  # largest draw divided by the median
+
+
+def error_summary(sizes, squared_errors):
+    r"""Means, standard errors, medians and tail weight of squared errors, scaled by :math:`n`.
+
+    For each size :math:`n_k` with draws :math:`e_{k1}, \dots, e_{kR_k}`:
+    :math:`n_k\bar e_k`, :math:`n_k\, s_k/\sqrt{R_k}` (:math:`s_k` the sample standard
+    deviation), :math:`n_k\operatorname{median}_r e_{kr}`, the share of
+    :math:`\sum_r e_{kr}` carried by its :math:`\lceil R_k/100\rceil` largest terms, and
+    :math:`\max_r e_{kr} / \operatorname{median}_r e_{kr}`. A flat :math:`n\bar e` is the
+    :math:`n^{-1/2}` rate of the root-mean-square error (the Monte Carlo rate of the mean
+    field limit of Castin, Ablin, Carrillo and Peyré, 2025); a large top share means that
+    the mean, and its standard error, rest on a few draws. Returns an :class:`ErrorSummary`.
+    """
+    n, errs = _squared_errors(sizes, squared_errors)
+    top = [np.sort(e)[::-1][: -(-e.size // 100)].sum() / e.sum() if e.sum() > 0 else 0.0
+           for e in errs]
+    med = np.array([np.median(e) for e in errs])
+    return ErrorSummary(
+        n * np.array([e.mean() for e in errs]),
+        n * np.array([e.std(ddof=1) / np.sqrt(e.size) for e in errs]),
+        n * med,
+        np.array(top),
+        np.array([e.max() for e in errs]) / np.where(med > 0, med, np.nan))
 
 
 def covariance_rate_influence(A, V, alpha, Sigma, Y):

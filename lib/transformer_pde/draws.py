@@ -1,0 +1,119 @@
+r"""Independent random draws and bootstrap replicates, run through :class:`joblib.Parallel`.
+
+A Monte Carlo experiment repeats one task on independent draws: :math:`R` samples of
+:math:`n` particles for each of several :math:`n`, or :math:`B` bootstrap replicates of a
+statistic (Efron and Tibshirani, 1993). Here every task draws its randomness from its own
+key, ``numpy.random.default_rng(key)`` with ``key = [*seed, k, r]`` (NumPy's
+``SeedSequence`` makes the streams of different keys independent), so that the results do
+not depend on how many jobs run, on the backend, or on the order in which tasks finish.
+
+The functions fix neither ``n_jobs`` nor the backend: :class:`joblib.Parallel` takes them
+from the caller's :func:`joblib.parallel_config` (one job, in the calling process, when
+nothing is set). A reader chooses, for instance::
+
+    joblib.parallel_config(n_jobs=len(os.sched_getaffinity(0)))   # every CPU available
+    with joblib.parallel_config(backend="dask"):                   # a Dask cluster
+        ...
+"""
+
+import math
+
+import numpy as np
+from joblib import Parallel, delayed
+
+__all__ = ["map_keys", "bootstrap"]
+
+
+def _key(seed):
+    """A seed as a list of non-negative ints (one int or a sequence)."""
+    key = [int(s) for s in np.atleast_1d(np.asarray(seed))]
+    if not key or any(s < 0 for s in key) or np.ndim(seed) > 1:
+        raise ValueError(f"seed must be a non-negative int or a 1-D sequence of them, got {seed!r}")
+    return key
+
+
+def _run_block(task, keys, args, kwargs):
+    return [task(key, *args, **kwargs) for key in keys]
+
+
+def map_keys(task, keys, *args, block=1, n_jobs=None, **kwargs):
+    r"""``[task(key, *args, **kwargs) for key in keys]``, through :class:`joblib.Parallel`.
+
+    Consecutive keys are grouped ``block`` at a time into one joblib task (short tasks cost
+    less together). The result is the same list whatever ``n_jobs``, ``block`` and the
+    backend, provided ``task`` draws its randomness from its key only.
+
+    Parameters
+    ----------
+    task : callable
+        ``task(key, *args, **kwargs)``; picklable (a function of a module, or a lambda for
+        the default loky backend) when run in other processes.
+    keys : sequence
+        One key per call, e.g. ``[[seed, k, r] for r in range(R)]``.
+    block : int
+        Keys per joblib task.
+    n_jobs : int or None
+        Passed to :class:`joblib.Parallel`; ``None`` (default) takes it from
+        :func:`joblib.parallel_config`.
+
+    Returns
+    -------
+    list
+        The results, in the order of ``keys``.
+    """
+    keys = list(keys)
+    if not isinstance(block, (int, np.integer)) or block < 1:
+        raise ValueError(f"block must be a positive int, got {block!r}")
+    blocks = [keys[i:i + block] for i in range(0, len(keys), block)]
+    if not blocks:
+        return []
+    parts = Parallel(n_jobs=n_jobs)(delayed(_run_block)(task, b, args, kwargs)
+                                    for b in blocks)
+    return [result for part in parts for result in part]
+
+
+def _replicates(statistic, samples, seed, replicates):
+    out = []
+    for b in replicates:
+        gen = np.random.default_rng([*seed, b])
+        out.append(statistic([s[gen.integers(0, s.shape[0], s.shape[0])] for s in samples]))
+    return out
+
+
+def bootstrap(statistic, samples, n_boot, seed, *, n_jobs=None):
+    r"""Bootstrap replicates :math:`T(S_1^{*b}, \dots, S_K^{*b})`, :math:`b = 0, \dots, B-1`.
+
+    Each sample :math:`S_k` (an array whose first axis holds independent draws) is
+    resampled with replacement, independently of the others, by the generator
+    ``numpy.random.default_rng([*seed, b])`` of replicate :math:`b` (Efron and Tibshirani,
+    1993, ch. 6); ``statistic`` receives the list of resampled arrays. The standard
+    deviation of the replicates estimates the standard error of
+    :math:`T(S_1, \dots, S_K)`. Replicates run through :class:`joblib.Parallel`, in blocks,
+    with ``n_jobs`` from :func:`joblib.parallel_config` unless given.
+
+    Parameters
+    ----------
+    statistic : callable
+        ``statistic(list_of_arrays)``, returning a number or an array.
+    samples : sequence of arrays
+        The samples, each with at least one draw along its first axis.
+    n_boot : int
+        Number of replicates :math:`B`.
+    seed : int or sequence of int
+
+    Returns
+    -------
+    array (n_boot, ...)
+        The replicates, in the order of ``b``.
+    """
+    if not isinstance(n_boot, (int, np.integer)) or n_boot < 1:
+        raise ValueError(f"n_boot must be a positive int, got {n_boot!r}")
+    samples = [np.asarray(s) for s in samples]
+    if not samples or any(s.ndim < 1 or s.shape[0] < 1 for s in samples):
+        raise ValueError("samples must be a non-empty sequence of arrays with >= 1 draw each")
+    seed = _key(seed)
+    per_block = max(1, math.ceil(n_boot / 8))
+    blocks = [range(i, min(i + per_block, n_boot)) for i in range(0, n_boot, per_block)]
+    parts = Parallel(n_jobs=n_jobs)(delayed(_replicates)(statistic, samples, seed, b)
+                                    for b in blocks)
+    return np.array([r for part in parts for r in part])
