@@ -263,6 +263,11 @@ def integrate_draws(Z0, times, A, V, *, rtol=1e-10, atol=1e-12):
     return traj[:, 0] if single else traj
 
 
+def _increment(config, i, P, V, h):
+    """h times the velocity of token i in the configuration ``config``, attention ``P``."""
+    return h * (P[i] @ (config - config[i])) @ V.T
+
+
 def scripts_scheme(Z0, times, A, V):
     r"""The time stepping of the public scripts of Geshkovski et al. (2023), transcribed.
 
@@ -303,14 +308,11 @@ def scripts_scheme(Z0, times, A, V):
         h, Z = t[step + 1] - t[step], traj[step]
         P = attention.softmax_matrix(Z, (A @ exp_V(t[step])).T @ (A @ exp_V(t[step])))
 
-        def increment(config, i):
-            return h * (P[i] @ (config - config[i])) @ V.T
-
         for i in range(n):
-            k1 = increment(Z, i)
-            k2 = increment(Z + k1 / 2, i)  # the shift is added to every token
-            k3 = increment(Z + k2 / 2, i)
-            k4 = increment(Z + k3, i)
+            k1 = _increment(Z, i, P, V, h)
+            k2 = _increment(Z + k1 / 2, i, P, V, h)  # the shift is added to every token
+            k3 = _increment(Z + k2 / 2, i, P, V, h)
+            k4 = _increment(Z + k3, i, P, V, h)
             traj[step + 1, i] = Z[i] + (k1 + 2 * k2 + 2 * k3 + k4) / 6
     return traj
 
