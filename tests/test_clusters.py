@@ -281,6 +281,13 @@ def test_integrate_draws_matches_separate_runs():
     single = clusters.integrate_draws(Z0[0], times, A, V, rtol=1e-12, atol=1e-13)
     assert single.shape == (7, 6, 2)
     np.testing.assert_allclose(single, together[:, 0], rtol=0, atol=1e-9)
+    # fixed steps: each run gets the steps it would get alone, to rounding
+    for method in ("euler", "rk4"):
+        fixed = clusters.integrate_draws(Z0, times, A, V, method=method)
+        for r in range(4):
+            alone = dynamics.integrate(dynamics.rescaled_field(None, V, A=A), Z0[r], times,
+                                       method=method)
+            np.testing.assert_allclose(fixed[:, r], alone, rtol=0, atol=1e-13)
 
 
 def test_integrate_draws_hardmax_regime_stays_finite():

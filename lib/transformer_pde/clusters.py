@@ -213,7 +213,7 @@ def rescaled_attention_matrix(Z, t, A, V):
     return attention.softmax_matrix(Z, E.T @ A @ E)
 
 
-def integrate_draws(Z0, times, A, V, *, rtol=1e-10, atol=1e-12):
+def integrate_draws(Z0, times, A, V, *, method="DOP853", rtol=1e-10, atol=1e-12):
     r"""Several independent runs of the rescaled dynamics, integrated as one system.
 
     Each of the ``k`` configurations ``Z0[r]`` (``n`` tokens) follows
@@ -224,6 +224,8 @@ def integrate_draws(Z0, times, A, V, *, rtol=1e-10, atol=1e-12):
     evaluation of the ``k`` attention matrices per stage, which for small ``n`` costs little
     more than a single run. SciPy's error norm is the root mean square over all components,
     so the error of one run is controlled up to a factor :math:`\sqrt{k}` of the tolerances.
+    With a fixed-step ``method`` (``"euler"``, ``"rk4"``: one step per interval of ``times``)
+    each run gets exactly the steps it would get alone.
 
     Parameters
     ----------
@@ -233,6 +235,8 @@ def integrate_draws(Z0, times, A, V, *, rtol=1e-10, atol=1e-12):
         Strictly increasing output times.
     A, V : arrays (d, d)
         :math:`K^\top Q` and the value matrix, shared by the runs.
+    method, rtol, atol
+        As in :func:`transformer_pde.dynamics.integrate`.
 
     Returns
     -------
@@ -258,7 +262,8 @@ def integrate_draws(Z0, times, A, V, *, rtol=1e-10, atol=1e-12):
         P /= P.sum(axis=2, keepdims=True)
         return ((P @ Zr - Zr) @ V.T).reshape(k * n, d)
 
-    traj = dynamics.integrate(field, Z0.reshape(k * n, d), times, rtol=rtol, atol=atol)
+    traj = dynamics.integrate(field, Z0.reshape(k * n, d), times, method=method, rtol=rtol,
+                              atol=atol)
     traj = traj.reshape(-1, k, n, d)
     return traj[:, 0] if single else traj
 
