@@ -10,7 +10,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["PowerLawFit", "fit_power_law", "JackknifeExponent", "jackknife_exponent"]
+__all__ = ["PowerLawFit", "fit_power_law", "JackknifeExponent", "jackknife_exponent",
+           "JackknifeDifference", "jackknife_difference"]
 
 
 class PowerLawFit(NamedTuple):
@@ -103,3 +104,51 @@ def jackknife_exponent(x, Y):
     loo = np.array([fit_power_law(X[keep[s]], Y[keep[s]]).exponent for s in range(S)])
     stderr = float(np.sqrt((S - 1) / S * np.sum((loo - loo.mean()) ** 2)))
     return JackknifeExponent(full, stderr, loo)
+
+
+class JackknifeDifference(NamedTuple):
+    """Difference of two exponents fitted to the same replicates, with its jackknife error."""
+
+    difference: float
+    stderr: float
+
+
+def jackknife_difference(first, second):
+    r"""Difference :math:`\hat p_2 - \hat p_1` of two jackknifed exponents, with its error.
+
+    ``first`` and ``second`` are :class:`JackknifeExponent` results of
+    :func:`jackknife_exponent` on the same ``S`` replicates (for example two fit windows, or
+    two quantities measured on the same sequences). The exponents are correlated through the
+    replicates, so the error of the difference is not the root sum of squares of the two
+    errors; it is the jackknife error of the difference itself (Efron and Tibshirani, 1993,
+    ch. 11),
+
+    .. math::
+
+        \widehat{\mathrm{se}} = \Big(\frac{S-1}{S}\sum_{s=1}^S
+            \big(\delta_{(s)} - \bar\delta_{(\cdot)}\big)^2\Big)^{1/2},
+        \qquad \delta_{(s)} = \hat p_{2,(s)} - \hat p_{1,(s)} .
+
+    Parameters
+    ----------
+    first, second : JackknifeExponent
+        Fits with leave-one-out exponents over the same replicates, in the same order.
+
+    Returns
+    -------
+    JackknifeDifference
+        ``(difference, stderr)``, the difference being ``second - first``.
+    """
+    for name, fit in (("first", first), ("second", second)):
+        loo = getattr(fit, "leave_one_out", None)
+        if loo is None or np.ndim(loo) != 1 or np.size(loo) < 2:
+            raise ValueError(f"{name} must be a JackknifeExponent with at least 2 replicates")
+    loo1 = np.asarray(first.leave_one_out, dtype=np.float64)
+    loo2 = np.asarray(second.leave_one_out, dtype=np.float64)
+    if loo1.size != loo2.size:
+        raise ValueError(f"second must have the replicates of first: {loo2.size} leave-one-out "
+                         f"exponents against {loo1.size}")
+    delta = loo2 - loo1
+    S = delta.size
+    stderr = float(np.sqrt((S - 1) / S * np.sum((delta - delta.mean()) ** 2)))
+    return JackknifeDifference(float(second.exponent - first.exponent), stderr)
