@@ -339,3 +339,77 @@ def test_masked_flow_jacobian_single_token_and_causal_structure():
     E = rng.normal(size=(n, 2))
     fd = (flow(X0 + 1e-7 * E) - flow(X0)) / 1e-7
     np.testing.assert_allclose((J @ E.ravel()).reshape(n, 2), fd, atol=1e-6)
+
+
+def _hermite_variance_reference(s, x, A, V, mean_curve, sigma):
+    """lim n E|Gamma_n - Gamma|^2 by quadrature: Gauss-Hermite in y, adaptive in tau.
+
+    Var_tau[w V(y - g)] and E_tau[w], w = exp(<Ax, y>), computed numerically at each position
+    (no closed-form Gaussian moment is used), integrated over [0, s].
+    """
+    from scipy.integrate import quad
+
+    nodes, wts = np.polynomial.hermite_e.hermegauss(40)
+    wts = wts / np.sqrt(2 * np.pi)
+    Z = np.array([[a, b] for a in nodes for b in nodes])
+    W = np.array([wa * wb for wa in wts for wb in wts])
+    b = A @ x
+    g = _hermite_reference(s, x, A, np.eye(2), mean_curve, sigma)
+
+    def moments(tau):
+        y = mean_curve(np.array([tau]))[0] + sigma * Z
+        w = np.exp(y @ b)
+        vy = (y - g) @ V.T
+        second = W @ (w**2 * np.sum(vy**2, axis=1))
+        first = (W * w) @ vy
+        return second - first @ first, W @ w
+
+    var = quad(lambda t: moments(t)[0], 0.0, s, epsabs=1e-13, epsrel=1e-10, limit=200)[0]
+    den = quad(lambda t: moments(t)[1], 0.0, s, epsabs=1e-13, epsrel=1e-10, limit=200)[0]
+    return var / den**2
+
+
+def test_gaussian_sequence_field_variance_against_quadrature_reference():
+    A = np.array([[1.5, 0.5], [-0.5, 1.0]])
+    V = np.array([[0.5, -1.0], [1.0, 0.5]])
+    sigma = 0.35
+    s = np.array([0.05, 0.3, 1.0])
+    X = np.array([[0.3, -0.2], [-0.8, 0.5], [1.0, 1.0]])
+    got = masked.gaussian_sequence_field_variance(s, X, A, V, mean_curve=masked.circle_curve,
+                                                  sigma=sigma)
+    ref = np.array([_hermite_variance_reference(si, xi, A, V, masked.circle_curve, sigma)
+                    for si, xi in zip(s, X, strict=True)])
+    np.testing.assert_allclose(got, ref, rtol=1e-6)  # trapezoid error ~ grid^-2
+
+
+def test_gaussian_sequence_field_variance_is_the_monte_carlo_limit():
+    # n E|Gamma_n - Gamma|^2 over independent sequences, within 4 standard errors of the limit
+    rng = np.random.default_rng(12)
+    A = np.array([[1.0, 0.5], [0.0, -1.0]])
+    V = np.array([[1.0, 0.0], [0.5, 2.0]])
+    s_q, x_q = np.array([0.6]), np.array([[0.4, -0.7]])
+    kw = {"mean_curve": masked.circle_curve, "sigma": 0.4}
+    exact = masked.gaussian_sequence_field(s_q, x_q, A, V, **kw)
+    limit = masked.gaussian_sequence_field_variance(s_q, x_q, A, V, **kw)[0]
+    n, draws = 4000, 1500
+    sq = np.empty(draws)
+    for k in range(draws):
+        s, X = masked.sample_gaussian_sequence(n, masked.circle_curve, 0.4, rng)
+        G = masked.masked_velocity(s, X, A, V, queries=x_q, query_positions=s_q)
+        sq[k] = n * np.sum((G - exact) ** 2)
+    se = sq.std(ddof=1) / np.sqrt(draws)
+    assert abs(sq.mean() - limit) < 4 * se, (sq.mean(), limit, se)
+    assert se < 0.05 * limit  # the test resolves the limit to a few percent
+
+
+def test_gaussian_sequence_field_variance_bad_inputs():
+    A, V = np.eye(2), np.eye(2)
+    with pytest.raises(ValueError, match="> 0"):
+        masked.gaussian_sequence_field_variance([0.0], [[0.0, 0.0]], A, V,
+                                                mean_curve=masked.circle_curve, sigma=0.1)
+    with pytest.raises(ValueError, match="sigma"):
+        masked.gaussian_sequence_field_variance([0.5], [[0.0, 0.0]], A, V,
+                                                mean_curve=masked.circle_curve, sigma=-1.0)
+    with pytest.raises(ValueError, match="dimension"):
+        masked.gaussian_sequence_field_variance([0.5], [[0.0, 0.0, 0.0]], np.eye(3), np.eye(3),
+                                                mean_curve=masked.circle_curve, sigma=0.1)

@@ -37,6 +37,7 @@ __all__ = [
     "circle_curve",
     "sample_gaussian_sequence",
     "gaussian_sequence_field",
+    "gaussian_sequence_field_variance",
     "conditional_distance",
     "masked_flow_map",
     "masked_flow_jacobian",
@@ -405,3 +406,73 @@ def masked_flow_jacobian(positions, X0, A, V, T, *, steps=10, weights=None, h=1e
         E = E.reshape(n, d)
         J[:, k] = ((flow(X0 + E) - flow(X0 - E)) / (2 * h)).ravel()
     return J
+
+
+def gaussian_sequence_field_variance(query_positions, queries, A, V, *, mean_curve, sigma,
+                                     grid=20000):
+    r"""Limit of :math:`n\,\mathbb E|\Gamma_{\bar\mu_n}(s,x) - \Gamma_{\bar\rho}(s,x)|^2` (delta method).
+
+    For the sequences of :func:`sample_gaussian_sequence` (:math:`x_i \sim \mathcal N(m(i/n),
+    \sigma^2 I)` independent, at positions :math:`i/n`) and the law :math:`\bar\rho = ds\,
+    \mathcal N(m(s), \sigma^2 I)(dy)` of :func:`gaussian_sequence_field`, with :math:`b = Ax`,
+    :math:`e(\tau) = e^{\langle b, m(\tau)\rangle}` and :math:`g = \sigma^2 b + \int_0^s m e\,
+    d\tau / \int_0^s e\, d\tau` (so that :math:`\Gamma_{\bar\rho}(s, x) = V g`),
+
+    .. math::
+
+        c(s, x) = \frac{\int_0^s v(\tau)\, d\tau}{\big(\int_0^s e(\tau)\, d\tau\big)^2},
+        \quad
+        v = e^2\Big(e^{\sigma^2|b|^2}\big(|V(m + 2\sigma^2 b - g)|^2 + \sigma^2\|V\|_F^2\big)
+            - |V(m + \sigma^2 b - g)|^2\Big).
+
+    Derivation (the chapter on masked attention): :math:`\Gamma_{\bar\mu_n} - \Gamma_{\bar\rho}
+    = V\sum_{i \le ns} w_i (x_i - g) / \sum_{i \le ns} w_i` with :math:`w_i = e^{\langle b,
+    x_i\rangle}`; the numerator has mean :math:`O(1)` and variance :math:`n\int_0^s
+    \mathrm{Var}_\tau[w V(y - g)]\,d\tau + O(1)` (independent, *not* identically distributed
+    terms: the variance is taken at each position), the denominator is :math:`n\int_0^s
+    \mathbb E_\tau[w]\,d\tau\,(1 + O_P(n^{-1/2}))`, and the Gaussian moments
+    :math:`\mathbb E[w] = e^{\langle b, m\rangle + \sigma^2|b|^2/2}`, :math:`\mathbb E[w^2|V(y -
+    g)|^2] = e^{2\langle b, m\rangle + 2\sigma^2|b|^2}(|V(m + 2\sigma^2 b - g)|^2 + \sigma^2
+    \|V\|_F^2)` give :math:`v` (the factor :math:`e^{\sigma^2|b|^2}` of the denominator is
+    divided out). The corrections are :math:`O(1/n)` relative, from queries that see few
+    tokens (:math:`ns` small). For the measures on positions and tokens of Castin, Ablin,
+    Carrillo and Peyré (2025).
+
+    Integrals by the cumulative trapezoidal rule on ``grid`` intervals, as in
+    :func:`gaussian_sequence_field`. Returns an array of shape ``(q,)``.
+    """
+    Y = _checks.points(queries, "queries")
+    q, d = Y.shape
+    s = _checks.positions(query_positions, q, "query_positions")
+    if np.any(s <= 0):
+        raise ValueError("query_positions must be > 0: at s = 0 the past carries no mass")
+    A = _checks.matrix(A, "A", shape=(d, d))
+    V = _checks.matrix(V, "V", cols=d)
+    sigma = float(sigma)
+    if not np.isfinite(sigma) or sigma < 0:
+        raise ValueError(f"sigma must be a finite number >= 0, got {sigma}")
+    grid = _checks.positive_int(grid, "grid")
+    tau = np.linspace(0.0, 1.0, grid + 1)
+    M = _mean_curve_values(mean_curve, tau)
+    if M.shape[1] != d:
+        raise ValueError(f"mean_curve must return points of dimension d = {d}, got {M.shape[1]}")
+    h = 1.0 / grid
+    frob2 = float(np.sum(V**2))
+
+    def cumulative(f, at):
+        cum = np.concatenate([[0.0], np.cumsum(0.5 * h * (f[1:] + f[:-1]))])
+        return np.interp(at, tau, cum)
+
+    out = np.empty(q)
+    for k in range(q):
+        b = A @ Y[k]
+        logits = M @ b
+        e = np.exp(logits - logits.max())  # e(tau) up to a constant factor, which cancels
+        Z = cumulative(e, s[k])
+        g = sigma**2 * b + np.array([cumulative(M[:, c] * e, s[k]) for c in range(d)]) / Z
+        tilted2 = (M + 2 * sigma**2 * b - g) @ V.T
+        tilted1 = (M + sigma**2 * b - g) @ V.T
+        v = e**2 * (np.exp(sigma**2 * (b @ b)) * (np.sum(tilted2**2, axis=1) + sigma**2 * frob2)
+                    - np.sum(tilted1**2, axis=1))
+        out[k] = cumulative(v, s[k]) / Z**2
+    return out

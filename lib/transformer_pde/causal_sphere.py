@@ -1,0 +1,145 @@
+r"""Causal (masked) attention dynamics on the sphere: the first two tokens, exactly.
+
+With layer normalisation and :math:`V = I`, masked attention moves unit tokens by
+:math:`\dot x_i = P_{x_i}\big(\sum_{j \le i} P_{ij} x_j\big)`, :math:`P_{ij} \propto
+e^{\langle A x_i, x_j\rangle}` over :math:`j \le i` and :math:`P_x y = y - \langle x, y\rangle x`
+(Karagodin, Polyanskiy and Rigollet, 2024, who prove that for almost every start all tokens
+converge to :math:`x_1(0)`). Token 1 sees itself only and never moves; token 2 sees
+:math:`x_1` and itself, so :math:`\dot x_2 = P_{21} P_{x_2} x_1` keeps it on the great circle
+through :math:`x_1` and, for the angle :math:`\theta` between them,
+
+.. math::
+
+    \dot\theta = -P_{21}\sin\theta, \qquad
+    P_{21} = \frac{1}{1 + e^{\langle A x_2,\, x_2 - x_1\rangle}}, \qquad
+    \frac{d}{dt}\log|x_2 - x_1| = -P_{21}\cos^2\tfrac\theta2 .
+
+Two consequences derived in the chapter on masked attention, for every :math:`A` and every
+start with :math:`x_2(0) \ne -x_1(0)`: :math:`|x_2 - x_1|` decreases, with the explicit bound
+of :func:`pair_distance_bound`, and its decay rate tends to :math:`\frac12`, within the band
+of :func:`pair_rate_band` once :math:`|x_2 - x_1| \le \delta`. :func:`pair_decay` follows
+:math:`|x_2 - x_1|` until it is small.
+"""
+
+import numpy as np
+
+from . import _checks, attention, dynamics, sphere
+
+__all__ = ["pair_distance_bound", "pair_rate_band", "pair_decay"]
+
+
+def _unit(x, name):
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim != 1 or not np.all(np.isfinite(x)) or abs(np.linalg.norm(x) - 1) > 1e-8:
+        raise ValueError(f"{name} must be a finite unit vector (1-D), got {x!r}")
+    return x
+
+
+def pair_distance_bound(A, x1, x2, times):
+    r"""Upper bound on :math:`|x_2(t) - x_1|` for the causal dynamics on the sphere, any A.
+
+    .. math::
+
+        |x_2(t) - x_1| \le \min\Big(|x_2(0) - x_1|,\;
+            2\tan\tfrac{\theta_0}{2}\, e^{-p t}\Big), \qquad
+        p = \frac{1}{1 + e^{\|A\|_2 |x_2(0) - x_1|}},
+
+    :math:`\theta_0` the initial angle (:math:`< \pi`). Since :math:`\dot\theta = -P_{21}\sin
+    \theta \le 0`, the distance decreases, so :math:`|\langle A x_2, x_2 - x_1\rangle| \le
+    \|A\|_2 |x_2(0) - x_1|` and :math:`P_{21} \ge p`; then :math:`\frac{d}{dt}\log\tan\frac
+    \theta2 = \dot\theta/\sin\theta \le -p`, and :math:`2\sin\frac\theta2 \le 2\tan\frac
+    \theta2`. For the masked dynamics of Karagodin, Polyanskiy and Rigollet (2024).
+
+    Parameters
+    ----------
+    A : array (d, d)
+    x1, x2 : arrays (d,)
+        Unit tokens 1 and 2 at time 0, not antipodal.
+    times : array (k,)
+        Non-negative times.
+
+    Returns
+    -------
+    array (k,)
+    """
+    x1, x2 = _unit(x1, "x1"), _unit(x2, "x2")
+    A = _checks.matrix(A, "A", shape=(x1.size, x1.size))
+    if x2.size != x1.size:
+        raise ValueError(f"x1 and x2 must have the same dimension, got {x1.size} and {x2.size}")
+    t = np.asarray(times, dtype=np.float64)
+    if np.any(~np.isfinite(t)) or np.any(t < 0):
+        raise ValueError("times must be finite and >= 0")
+    dist0 = float(np.linalg.norm(x2 - x1))
+    theta0 = 2 * np.arcsin(min(dist0 / 2, 1.0))
+    if np.pi - theta0 < 1e-12:
+        raise ValueError("x2 is antipodal to x1: an equilibrium, no decay to bound")
+    p = 1.0 / (1.0 + np.exp(np.linalg.norm(A, 2) * dist0))
+    return np.minimum(dist0, 2 * np.tan(theta0 / 2) * np.exp(-p * t))
+
+
+def pair_rate_band(A, delta):
+    r"""Interval of the decay rate of :math:`|x_2 - x_1|` while :math:`|x_2 - x_1| \le \delta`.
+
+    .. math::
+
+        -\frac{d}{dt}\log|x_2 - x_1| = P_{21}\cos^2\tfrac\theta2 \in
+        \Big[\frac{1 - \delta^2/4}{1 + e^{\|A\|_2\delta}},\;
+             \frac{1}{1 + e^{-\|A\|_2\delta}}\Big],
+
+    since :math:`|\langle A x_2, x_2 - x_1\rangle| \le \|A\|_2\delta` and
+    :math:`\cos^2\frac\theta2 = 1 - |x_2 - x_1|^2/4`. Both ends tend to :math:`\frac12` as
+    :math:`\delta \to 0` (width about :math:`\|A\|_2\delta/2`): the rate :math:`e^{-t/2}` of the
+    last stage of causal clustering (Karagodin, Polyanskiy and Rigollet, 2024). A
+    least-squares slope of :math:`\log|x_2 - x_1|` over times where the distance stays below
+    :math:`\delta` is a weighted mean of secant slopes, so it lies in the same interval.
+    Returns ``(low, high)``.
+    """
+    A = _checks.matrix(A, "A", square=True)
+    delta = _checks.positive_float(delta, "delta")
+    if delta > 2:
+        raise ValueError(f"delta must be <= 2 (the diameter of the sphere), got {delta}")
+    a = np.linalg.norm(A, 2) * delta
+    return float((1 - delta**2 / 4) / (1 + np.exp(a))), float(1 / (1 + np.exp(-a)))
+
+
+def pair_decay(A, X0, times, trajectory=None, *, below=1e-8, t_max=1e4, rtol=1e-11,
+               atol=1e-13):
+    r"""Sampled :math:`|x_2(t) - x_1(t)|` of the causal sphere dynamics until it is below ``below``.
+
+    Tokens 1 and 2 of the masked dynamics on the sphere (:math:`V = I`, Karagodin, Polyanskiy
+    and Rigollet, 2024) do not see the others, so their motion is that of the two-token
+    problem. If ``trajectory`` (shape ``(len(times), n, d)``, from
+    :func:`transformer_pde.sphere.integrate_on_sphere` of the full causal dynamics at
+    ``times``) is given, its first two tokens are used; while the last distance is not below
+    ``below``, the two-token problem is integrated further, from the last state, with the
+    same sampling step, over intervals as long as ``times``, up to ``t_max`` (then
+    :class:`RuntimeError`). Returns ``(t, distances)``.
+    """
+    X0 = _checks.points(X0, "X0")
+    if X0.shape[0] < 2:
+        raise ValueError(f"X0 must hold at least 2 tokens, got shape {X0.shape}")
+    d = X0.shape[1]
+    A = _checks.matrix(A, "A", shape=(d, d))
+    t = np.asarray(times, dtype=np.float64)
+    if t.ndim != 1 or t.size < 2 or t[0] != 0 or np.any(np.diff(t) <= 0):
+        raise ValueError("times must be increasing, start at 0 and have at least 2 samples")
+    below = _checks.positive_float(below, "below")
+    field = dynamics.attention_field(attention.softmax, A=A, V=np.eye(d), causal=True)
+    if trajectory is None:
+        pair = sphere.integrate_on_sphere(field, X0[:2], t, rtol=rtol, atol=atol)
+    else:
+        traj = np.asarray(trajectory, dtype=np.float64)
+        if traj.ndim != 3 or traj.shape[0] != t.size or traj.shape[2] != d:
+            raise ValueError(f"trajectory must have shape ({t.size}, n, {d}), got {traj.shape}")
+        pair = traj[:, :2]
+    ts, dists = [t], [np.linalg.norm(pair[:, 1] - pair[:, 0], axis=1)]
+    while dists[-1][-1] >= below:
+        start = ts[-1][-1]
+        if start >= t_max:
+            raise RuntimeError(f"|x_2 - x_1| = {dists[-1][-1]:.3g} is still >= {below:.3g} at "
+                               f"t = {start:.4g} >= t_max")
+        more = sphere.integrate_on_sphere(field, pair[-1], t, rtol=rtol, atol=atol)
+        pair = more
+        ts.append(start + t[1:])
+        dists.append(np.linalg.norm(more[1:, 1] - more[1:, 0], axis=1))
+    return np.concatenate(ts), np.concatenate(dists)
