@@ -410,7 +410,7 @@ def masked_flow_jacobian(positions, X0, A, V, T, *, steps=10, weights=None, h=1e
 
 def gaussian_sequence_field_variance(query_positions, queries, A, V, *, mean_curve, sigma,
                                      grid=20000):
-    r"""Limit of :math:`n\,\mathbb E|\Gamma_{\bar\mu_n}(s,x) - \Gamma_{\bar\rho}(s,x)|^2` (delta method).
+    r"""The limit :math:`c = \lim_n n\,\mathbb E|\Gamma_{\bar\mu_n} - \Gamma_{\bar\rho}|^2(s, x)`.
 
     For the sequences of :func:`sample_gaussian_sequence` (:math:`x_i \sim \mathcal N(m(i/n),
     \sigma^2 I)` independent, at positions :math:`i/n`) and the law :math:`\bar\rho = ds\,
