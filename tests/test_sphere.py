@@ -436,3 +436,84 @@ def test_energy_never_exceeds_the_two_candidates():
         cands = [sphere.energy(U[:, -1:].T, beta, D),
                  sphere.energy(np.array([U[:, 0], -U[:, 0]]), beta, D)]
         assert np.isclose(max(cands), best, rtol=1e-13)
+
+
+# --- the layer with layer normalisation, equiangular layers (chapter 7) ------------------------
+
+def test_normalised_residual_stack_is_the_unprojected_layer():
+    # reference: the layer written out with a loop, and its rewriting as the tangent step
+    # h' = h / (1 + h <x, Gamma>) along P_x Gamma
+    rng = np.random.default_rng(20)
+    n, d, beta, h = 7, 4, 1.7, 0.2
+    X0 = sphere.uniform_on_sphere(n, d, rng)
+    raw = sphere.sa_field(beta, tangent=False)
+    stack = sphere.normalised_residual_stack(raw, X0, 3 * h, 3)
+    X = X0.copy()
+    for ell in range(3):
+        G = np.array([sum(np.exp(beta * x @ y) * y for y in X) / sum(np.exp(beta * x @ y)
+                                                                     for y in X) for x in X])
+        Y = X + h * G
+        Xn = Y / np.linalg.norm(Y, axis=1, keepdims=True)
+        hp = h / (1 + h * np.einsum("ij,ij->i", X, G))
+        PG = G - np.einsum("ij,ij->i", X, G)[:, None] * X
+        Yt = X + hp[:, None] * PG
+        np.testing.assert_allclose(Xn, Yt / np.linalg.norm(Yt, axis=1, keepdims=True),
+                                   atol=1e-15)
+        X = Xn
+        np.testing.assert_allclose(stack[ell + 1], X, atol=1e-14)
+    # the raw fields are the attention outputs before projection
+    np.testing.assert_allclose(sphere.tangent_projection(X0, raw(0.0, X0)),
+                               sphere.sa(X0, beta), atol=1e-14)
+    np.testing.assert_allclose(sphere.tangent_projection(X0, sphere.usa_field(
+        beta, tangent=False)(0.0, X0)), sphere.usa(X0, beta), atol=1e-14)
+    # with a tangent field it is the projected Euler scheme
+    proj = sphere.normalised_residual_stack(sphere.sa_field(beta), X0, h, 1)[1]
+    Y = X0 + h * sphere.sa(X0, beta)
+    np.testing.assert_allclose(proj, Y / np.linalg.norm(Y, axis=1, keepdims=True), atol=1e-15)
+
+
+def test_projected_and_unprojected_layers_differ_at_second_order_per_layer():
+    # |layer_u(x) - layer_p(x)| <= |arctan(h a) - arctan(h' a)| <= h^2 |<x,G>| |P G| / (1 + h<x,G>)
+    rng = np.random.default_rng(21)
+    X0 = sphere.uniform_on_sphere(12, 3, rng)
+    G = sphere.sa_field(2.0, tangent=False)(0.0, X0)
+    xg = np.einsum("ij,ij->i", X0, G)
+    pg = np.linalg.norm(G - xg[:, None] * X0, axis=1)
+    diffs = []
+    for h in (0.1, 0.05, 0.025):
+        u = sphere.normalised_residual_stack(sphere.sa_field(2.0, tangent=False), X0, h, 1)[1]
+        p = sphere.normalised_residual_stack(sphere.sa_field(2.0), X0, h, 1)[1]
+        diff = np.linalg.norm(u - p, axis=1)
+        assert np.all(diff <= h**2 * np.abs(xg) * pg / (1 + h * xg) * (1 + 1e-9))
+        diffs.append(diff.max())
+    np.testing.assert_allclose(np.array(diffs[:-1]) / diffs[1:], 4.0, rtol=0.15)
+
+
+def test_layer_rejects_a_token_sent_to_the_origin():
+    X0 = np.array([[1.0, 0.0], [0.0, 1.0]])
+    with pytest.raises(ValueError, match="zero or not finite"):
+        sphere.normalised_residual_stack(lambda t, X: -X, X0, 1.0, 1)
+    with pytest.raises(ValueError, match="tangent"):
+        sphere.sa_field(1.0, tangent="no")
+
+
+@pytest.mark.parametrize("model", ["sa", "usa"])
+def test_equiangular_layers_follow_the_network(model):
+    n, beta, h, L = 6, 2.5, 0.1, 40
+    X0 = sphere.equiangular_configuration(n, -0.1)
+    raw = (sphere.sa_field(beta, tangent=False) if model == "sa"
+           else sphere.usa_field(beta, tangent=False))
+    stack = sphere.normalised_residual_stack(raw, X0, h * L, L)
+    iu = np.triu_indices(n, 1)
+    G = np.einsum("kid,kjd->kij", stack, stack)[:, iu[0], iu[1]]
+    rho = sphere.equiangular_layers(-0.1, n, beta, h, L, model)
+    np.testing.assert_allclose(G, np.broadcast_to(rho[:, None], G.shape), atol=1e-13)
+    # h -> 0: the layers follow the ODE of equiangular_solve, with an error O(h)
+    errs, T = [], (2.0 if model == "sa" else 0.3)  # before rho saturates at 1
+    for L2 in (100, 200):
+        r = sphere.equiangular_layers(-0.1, n, beta, T / L2, L2, model)
+        ode = sphere.equiangular_solve(-0.1, n, beta, model, [0.0, T])[-1]
+        errs.append(abs(r[-1] - ode))
+    assert 1.8 < errs[0] / errs[1] < 2.2
+    with pytest.raises(ValueError, match="h must be"):
+        sphere.equiangular_layers(0.0, n, beta, -0.1, 3, model)

@@ -19,8 +19,9 @@ accurate integrator keeps it up to its local error, with no drift instability. S
 integrate in :math:`\mathbb{R}^d` with a tight adaptive scheme and *check* the drift
 (:func:`integrate_on_sphere` raises if it exceeds ``drift_tol``), rather than hiding it by
 renormalising. The residual network with layer normalisation after each layer,
-:math:`x^{\ell+1} = (x^\ell + h P_{x^\ell}\Gamma(x^\ell)) / |\cdot|`, is
-:func:`normalised_residual_stack` (a projected Euler scheme, order one).
+:math:`x^{\ell+1} = (x^\ell + h\Gamma(x^\ell)) / |\cdot|`, is
+:func:`normalised_residual_stack` (a first-order scheme of the projected dynamics; with a
+tangent field it is the projected Euler scheme).
 
 **Energy and gradient flows** (chapter 7). :func:`energy` is
 :math:`E_\beta(\mu) = \frac{1}{2\beta}\iint e^{\beta\langle x, Dy\rangle}\,d\mu\,d\mu`;
@@ -35,12 +36,11 @@ conventions are chosen so that, for a symmetric :math:`D` and weights :math:`w_i
 """
 
 import numpy as np
-from scipy.integrate import solve_ivp
-from scipy.optimize import brentq
-from scipy.sparse.csgraph import connected_components
 
 from . import _checks
-from .dynamics import integrate
+
+# SciPy's solvers (ODEs, root finding, graphs) are imported where they are used, so that the
+# layers, fields and energies load quickly (e.g. in the worker processes of a parallel sweep).
 
 __all__ = [
     "normalise",
@@ -59,6 +59,7 @@ __all__ = [
     "equiangular_decay_rate",
     "equiangular_configuration",
     "equiangular_solve",
+    "equiangular_layers",
     "sphere_quadrature",
     "energy_mirror_descent",
     "dirac_pair_threshold",
@@ -155,6 +156,8 @@ def integrate_on_sphere(field, X0, times, *, method="DOP853", rtol=1e-10, atol=1
     :math:`\max|\,|x_i| - 1| > ` ``drift_tol`` raises :class:`RuntimeError` (tighten the
     tolerances or the step). Returns the trajectory, shape ``(k, n, d)``, unmodified.
     """
+    from .dynamics import integrate
+
     drift_tol = _checks.positive_float(drift_tol, "drift_tol")
     X0 = _unit_rows(X0, drift_tol)
     traj = integrate(sphere_field(field), X0, times, method=method, max_step=max_step,
@@ -167,17 +170,25 @@ def integrate_on_sphere(field, X0, times, *, method="DOP853", rtol=1e-10, atol=1
 
 
 def normalised_residual_stack(field, X0, T, L):
-    r"""Residual network with layer normalisation (projected Euler on the sphere).
+    r"""Residual network with layer normalisation after each layer (RMSNorm without gain).
 
     .. math::
 
-        x^{\ell+1} = \frac{x^\ell + h P_{x^\ell}\Gamma(x^\ell)}
-                           {|x^\ell + h P_{x^\ell}\Gamma(x^\ell)|}
+        x^{\ell+1} = \frac{x^\ell + h\,\Gamma(x^\ell)}{|x^\ell + h\,\Gamma(x^\ell)|},
+        \qquad h = T/L,
 
-    ``h = T/L`` and :math:`\Gamma` = ``field(ell * h, X)``; tokens stay exactly on the sphere
-    (up to rounding). It is a projected explicit Euler scheme of the sphere dynamics
-    (order one in ``h``), the residual Transformer with normalisation after each layer
-    (Geshkovski et al., 2025). Returns all ``L + 1`` layers, shape ``(L + 1, n, d)``.
+    with :math:`\Gamma` = ``field(ell * h, X)`` used as returned (not projected), the layer
+    computed by the code of Geshkovski, Letrouit, Polyanskiy and Rigollet (2025). Since
+    :math:`x + h\Gamma = (1 + h\langle x, \Gamma\rangle)\,x + h\,P_x\Gamma`, it is the same
+    map as :math:`(x + h' P_x\Gamma)/|x + h' P_x\Gamma|` with the token-dependent step
+    :math:`h' = h/(1 + h\langle x, \Gamma\rangle)` (when :math:`1 + h\langle x,
+    \Gamma\rangle > 0`): a first-order scheme of :math:`\dot x = P_x\Gamma(x)`. Passing a
+    field that is already tangent (:func:`sa_field`, :func:`usa_field`) gives the projected
+    Euler scheme :math:`(x + hP_x\Gamma)/|\cdot|`; the raw attention output
+    (``sa_field(..., tangent=False)``, or :func:`transformer_pde.dynamics.attention_field`)
+    gives the network itself. Tokens stay on the sphere up to rounding. Returns all
+    ``L + 1`` layers, shape ``(L + 1, n, d)``; a token sent to the origin raises
+    :class:`ValueError`.
     """
     if not callable(field):
         raise ValueError("field must be callable as field(t, X)")
@@ -192,12 +203,13 @@ def normalised_residual_stack(field, X0, T, L):
         if v.shape != X.shape:
             raise ValueError(f"field(t, X) must return an array of shape {X.shape}, "
                              f"got {v.shape}")
-        # X has unit rows: P_x v = v - <x, v> x, then layer normalisation
-        Y = X + h * (v - np.einsum("ij,ij->i", X, v)[:, None] * X)
-        X = Y / np.sqrt(np.einsum("ij,ij->i", Y, Y))[:, None]
+        Y = X + h * v
+        r = np.sqrt(np.einsum("ij,ij->i", Y, Y))
+        if not np.all(r > 0):  # also catches NaN
+            raise ValueError(f"layer {ell + 1}: a token x + h Gamma(x) is zero or not finite "
+                             "(lower the step T / L or check the field)")
+        X = Y / r[:, None]
         out[ell + 1] = X
-    if not np.all(np.isfinite(out)):
-        raise ValueError("the field returned non-finite values (NaN or inf)")
     return out
 
 
@@ -338,17 +350,26 @@ def sa(X, beta=1.0, Q=None, K=None, V=None, *, weights=None, queries=None):
     return tangent_projection(Y, (P @ VX) / P.sum(axis=1, keepdims=True))
 
 
+def _tangent_flag(tangent):
+    if not isinstance(tangent, (bool, np.bool_)):
+        raise ValueError(f"tangent must be True or False, got {tangent!r}")
+
+
 def _project_unit(U, G):
     return G - np.einsum("ij,ij->i", U, G)[:, None] * U
 
 
-def usa_field(beta=1.0, D=None, *, sign=1.0):
+def usa_field(beta=1.0, D=None, *, sign=1.0, tangent=True):
     r"""The field ``(t, X) -> sign * usa(X, beta, D)`` for :func:`integrate_on_sphere`.
 
     Arguments are checked once; the returned callable skips the checks (it is called at every
     step on unit tokens). ``sign = -1`` gives the gradient *descent* of :func:`energy`.
+    ``tangent=False`` returns the attention output before the projection,
+    :math:`\frac1n\sum_j e^{\beta\langle x_i, Dx_j\rangle} Dx_j`, the input of a residual
+    layer with layer normalisation (:func:`normalised_residual_stack`).
     """
     beta = _beta(beta, allow_zero=True)
+    _tangent_flag(tangent)
     sign = float(sign)
     if sign not in (1.0, -1.0):
         raise ValueError(f"sign must be 1 or -1, got {sign!r}")
@@ -362,20 +383,25 @@ def usa_field(beta=1.0, D=None, *, sign=1.0):
         L = beta * (U @ DU.T)
         if L.max() > MAX_LOGIT:
             raise ValueError("logits overflow: lower beta or the scale of D")
-        return sign * _project_unit(U, np.exp(L) @ DU / U.shape[0])
+        G = np.exp(L) @ DU / U.shape[0]
+        return sign * (_project_unit(U, G) if tangent else G)
 
     field.__name__ = "usa_field"
     return field
 
 
-def sa_field(beta=1.0, Q=None, K=None, V=None):
+def sa_field(beta=1.0, Q=None, K=None, V=None, *, tangent=True):
     r"""The field ``(t, X) -> sa(X, beta, Q, K, V)`` for :func:`integrate_on_sphere`.
 
     Arguments are checked once (``Q`` and ``K`` of the same shape ``(k, d)``, or one of them
     omitted and the other ``(d, d)``; ``V`` square; a common ``d``); the returned callable
-    only checks that the tokens have that dimension.
+    only checks that the tokens have that dimension. ``tangent=False`` returns the attention
+    output before the projection, :math:`\sum_j \mathrm{softmax}_j(\beta\langle Qx_i,
+    Kx_j\rangle)\, Vx_j`, the input of a residual layer with layer normalisation
+    (:func:`normalised_residual_stack`).
     """
     beta = _beta(beta, allow_zero=True)
+    _tangent_flag(tangent)
     mats = [None if M is None else _checks.matrix(M, name) for M, name in
             ((Q, "Q"), (K, "K"), (V, "V"))]
     Qm, Km, Vm = mats
@@ -403,7 +429,8 @@ def sa_field(beta=1.0, Q=None, K=None, V=None):
         VU = U if Vm is None else U @ Vm.T
         L = beta * (QU @ KU.T)
         P = np.exp(L - L.max(axis=1, keepdims=True))
-        return _project_unit(U, (P @ VU) / P.sum(axis=1, keepdims=True))
+        G = (P @ VU) / P.sum(axis=1, keepdims=True)
+        return _project_unit(U, G) if tangent else G
 
     field.__name__ = "sa_field"
     return field
@@ -467,7 +494,9 @@ def equiangular_decay_rate(n, beta, model):
     Linearising :func:`equiangular_rhs` at :math:`\rho = 1`:
     :math:`\frac{d}{dt}(1-\rho) = -\lambda (1-\rho) + O((1-\rho)^2)` with
     :math:`\lambda_{\mathrm{SA}} = 2` and :math:`\lambda_{\mathrm{USA}} = 2e^{\beta}`,
-    whatever ``n`` (derived in chapter 7).
+    whatever ``n`` (derived in chapter 7). Since :math:`1 - \rho = |x_i - x_j|^2/2`, the
+    distances between tokens (and the diameter) decay at half this rate: :math:`1` for SA,
+    :math:`e^{\beta}` for USA.
     """
     model = _model(model)
     _n_tokens(n)
@@ -504,6 +533,8 @@ def equiangular_solve(rho0, n, beta, model, times, *, rtol=1e-11, atol=1e-13):
 
     Uses SciPy's ``DOP853``; returns :math:`\rho` at ``times`` (shape ``(k,)``).
     """
+    from scipy.integrate import solve_ivp
+
     t = np.asarray(times, dtype=np.float64)
     if t.ndim != 1 or t.size < 1 or not np.all(np.isfinite(t)) or np.any(np.diff(t) <= 0):
         raise ValueError("times must be a strictly increasing 1-D array of finite values")
@@ -514,6 +545,49 @@ def equiangular_solve(rho0, n, beta, model, times, *, rtol=1e-11, atol=1e-13):
                     (t[0], t[-1]), [float(rho0)], method="DOP853", t_eval=t, rtol=rtol,
                     atol=atol)
     return sol.y[0]
+
+
+def equiangular_layers(rho0, n, beta, h, L, model):
+    r"""Common inner product through ``L`` residual layers with layer normalisation.
+
+    For an equiangular configuration (:math:`\langle x_i, x_j\rangle = \rho` for
+    :math:`i \ne j`, :math:`Q = K = V = I`) the attention output is
+    :math:`\Gamma_i = c_s x_i + c_o (S - x_i)`, :math:`S = \sum_j x_j`, with
+    :math:`(c_s, c_o) = (e^{\beta}, e^{\beta\rho})/(e^{\beta} + (n-1)e^{\beta\rho})` for SA
+    and :math:`(e^{\beta}, e^{\beta\rho})/n` for USA. The layer
+    :func:`normalised_residual_stack` keeps the configuration equiangular, with
+    :math:`x_i + h\Gamma_i = a x_i + bS`, :math:`a = 1 + h(c_s - c_o)`, :math:`b = hc_o`, so
+
+    .. math::
+
+        \rho' = \frac{a^2\rho + (2ab + b^2 n)\,s}{a^2 + (2ab + b^2 n)\,s},
+        \qquad s = 1 + (n-1)\rho
+
+    (derived in chapter 7, using :math:`\langle x_i, S\rangle = s` and :math:`|S|^2 = ns`;
+    the setting is that of Geshkovski et al., 2025). Returns :math:`\rho` after
+    ``0, 1, ..., L`` layers of step ``h`` (shape ``(L + 1,)``).
+    """
+    model = _model(model)
+    n = _n_tokens(n)
+    beta = _beta(beta, allow_zero=True)
+    h = _checks.positive_float(h, "h")
+    L = _checks.positive_int(L, "L")
+    equiangular_rhs(rho0, n, beta, model)  # validates rho0
+    out = np.empty(L + 1)
+    rho = out[0] = float(rho0)
+    for ell in range(L):
+        if model == "sa":  # weights divided by e^beta, no overflow
+            e = np.exp(beta * (rho - 1.0))
+            c_s, c_o = 1.0 / (1.0 + (n - 1) * e), e / (1.0 + (n - 1) * e)
+        else:
+            if beta > MAX_LOGIT:
+                raise ValueError(f"beta = {beta:g} > {MAX_LOGIT:g}: exp would overflow")
+            c_s, c_o = np.exp(beta) / n, np.exp(beta * rho) / n
+        a, b = 1.0 + h * (c_s - c_o), h * c_o
+        s = 1.0 + (n - 1) * rho
+        cross = (2.0 * a * b + b * b * n) * s
+        rho = out[ell + 1] = min((a * a * rho + cross) / (a * a + cross), 1.0)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -614,6 +688,8 @@ def dirac_pair_threshold(lam_max, lam_min):
     pair always wins) and ``inf`` if :math:`|\lambda_{\min}| \le \lambda_{\max}` (the Dirac
     mass always wins).
     """
+    from scipy.optimize import brentq
+
     lam_max, lam_min = float(lam_max), float(lam_min)
     if not (np.isfinite(lam_max) and np.isfinite(lam_min)) or lam_min > lam_max:
         raise ValueError(f"need finite lam_min <= lam_max, got {lam_min!r} and {lam_max!r}")
@@ -653,6 +729,8 @@ def cluster_count(X, radius):
     Connected components of the graph joining :math:`x_i` and :math:`x_j` when
     :math:`|x_i - x_j| <` ``radius``.
     """
+    from scipy.sparse.csgraph import connected_components
+
     X = _checks.points(X, "X")
     radius = _checks.positive_float(radius, "radius")
     dist = np.linalg.norm(X[:, None, :] - X[None, :, :], axis=-1)

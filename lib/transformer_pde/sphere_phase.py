@@ -1,0 +1,116 @@
+r"""Phase diagrams of clustering on the sphere: many independent runs through joblib.
+
+A phase diagram in the manner of Geshkovski, Letrouit, Polyanskiy and Rigollet (2025) records,
+for each inverse temperature :math:`\beta` and each layer, the fraction of pairs of tokens
+with :math:`\langle x_i, x_j\rangle \ge` ``threshold`` (their :math:`1 - 10^{-3}`), for
+``n`` tokens drawn uniformly on :math:`\mathbb S^{d-1}` and sent through the Transformer with
+layer normalisation (:func:`transformer_pde.sphere.normalised_residual_stack`, the layer
+:math:`x \mapsto (x + h\Gamma(x))/|x + h\Gamma(x)|` of their code, :math:`Q = K = V = I`).
+
+Each run is an independent task of :class:`joblib.Parallel`. The library fixes neither the
+number of jobs nor the backend: they come from :func:`joblib.parallel_config` (one job by
+default), so a reader can run the sweep on several cores or on a Dask cluster
+(``parallel_config(backend="dask")``). Each task draws its tokens from its own generator
+``np.random.default_rng([*seed, k, s])`` (``k`` the index of :math:`\beta`, ``s`` that of the
+start), so the result does not depend on the backend or on the number of jobs.
+
+With :math:`Q = K = V = I` every layer output is a combination of the tokens, so the tokens
+stay in the span of the initial ones, and the dynamics commutes with rotations: when
+:math:`d > n` a run is computed in coordinates of that :math:`n`-dimensional span (exactly the
+same Gram matrices, at a cost independent of :math:`d`).
+"""
+
+import numpy as np
+from joblib import Parallel, delayed
+
+from . import _checks
+from .sphere import (
+    _beta,
+    _model,
+    clustered_pair_fraction,
+    normalised_residual_stack,
+    sa_field,
+    uniform_on_sphere,
+    usa_field,
+)
+
+__all__ = ["clustering_run", "phase_diagram", "first_crossing"]
+
+
+def _seed_entropy(seed):
+    arr = np.atleast_1d(np.asarray(seed))
+    if arr.ndim != 1 or arr.size < 1 or not np.issubdtype(arr.dtype, np.integer) \
+            or np.any(arr < 0):
+        raise ValueError(f"seed must be a non-negative integer or a sequence of them, "
+                         f"got {seed!r}")
+    return [int(s) for s in arr]
+
+
+def clustering_run(beta, n, d, T, h, rng, *, model="sa", threshold=1 - 1e-3):
+    r"""Fraction of clustered pairs after each layer, for one uniform random start.
+
+    ``n`` tokens uniform on :math:`\mathbb S^{d-1}` (from the generator ``rng``) go through
+    ``L = round(T / h)`` layers :math:`x \mapsto (x + h\Gamma(x))/|\cdot|`, :math:`\Gamma` the
+    SA (softmax) or USA attention output with :math:`Q = K = V = I` and inverse temperature
+    ``beta``. Returns the fraction of pairs :math:`i < j` with :math:`\langle x_i,
+    x_j\rangle \ge` ``threshold`` at layers ``0..L`` (shape ``(L + 1,)``); the quantity of the
+    phase diagrams of Geshkovski et al. (2025).
+    """
+    model = _model(model)
+    beta = _beta(beta, allow_zero=True)
+    T = _checks.positive_float(T, "T")
+    h = _checks.positive_float(h, "h")
+    L = max(1, int(round(T / h)))
+    X0 = uniform_on_sphere(n, d, rng)
+    if d > n:  # coordinates in the span of the initial tokens: same Gram matrices
+        _, R = np.linalg.qr(X0.T)
+        X0 = R.T / np.linalg.norm(R.T, axis=1, keepdims=True)
+    field = sa_field(beta, tangent=False) if model == "sa" else usa_field(beta, tangent=False)
+    stack = normalised_residual_stack(field, X0, L * h, L)
+    return clustered_pair_fraction(stack, threshold)
+
+
+def phase_diagram(betas, n, d, T, h, *, starts=1, seed=0, model="sa", threshold=1 - 1e-3):
+    r"""Mean fraction of clustered pairs over :math:`(\beta, \text{layer})`, through joblib.
+
+    Runs :func:`clustering_run` for every ``beta`` in ``betas`` and ``starts`` random starts,
+    as independent tasks of ``joblib.Parallel()`` (jobs and backend from
+    :func:`joblib.parallel_config`); task ``(k, s)`` uses
+    ``np.random.default_rng([*seed, k, s])``. Returns an array of shape
+    ``(len(betas), L + 1)``, the average over the starts, identical whatever the backend
+    and the number of jobs.
+    """
+    b = np.asarray(betas, dtype=np.float64)
+    if b.ndim != 1 or b.size < 1 or not np.all(np.isfinite(b)) or np.any(b < 0):
+        raise ValueError("betas must be a non-empty 1-D array of finite values >= 0")
+    starts = _checks.positive_int(starts, "starts")
+    entropy = _seed_entropy(seed)
+    _model(model)
+    n = _checks.positive_int(n, "n")
+    d = _checks.positive_int(d, "d")
+    tasks = [(k, s) for k in range(b.size) for s in range(starts)]
+    runs = Parallel()(
+        delayed(clustering_run)(b[k], n, d, T, h, np.random.default_rng([*entropy, k, s]),
+                                model=model, threshold=threshold)
+        for k, s in tasks
+    )
+    out = np.zeros((b.size, runs[0].size))
+    for (k, _), frac in zip(tasks, runs, strict=True):
+        out[k] += frac
+    return out / starts
+
+
+def first_crossing(values, times, level):
+    r"""First time at which ``values`` reach ``level`` (``nan`` if never).
+
+    ``values`` has shape ``(..., k)`` over the ``k`` entries of ``times``; returns an array of
+    shape ``(...)``: :math:`\min\{t_j : v_j \ge \text{level}\}`.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    t = np.asarray(times, dtype=np.float64)
+    if t.ndim != 1 or v.shape[-1] != t.size:
+        raise ValueError(f"values must end with an axis of length len(times) = {t.size}, got "
+                         f"shape {v.shape}")
+    hit = v >= level
+    out = np.where(hit.any(axis=-1), t[np.argmax(hit, axis=-1)], np.nan)
+    return out if out.ndim else float(out)
