@@ -1,11 +1,15 @@
-r"""Causal (masked) attention dynamics on the sphere: the first two tokens, exactly.
+r"""The first two tokens of causal (masked) attention dynamics, exactly.
 
-With layer normalisation and :math:`V = I`, masked attention moves unit tokens by
+Under masked attention token 1 sees itself only and token 2 sees tokens 1 and 2, so their
+motion does not depend on the others. This module collects what that two-token problem gives,
+derived in the chapter on masked attention, for every key-query matrix :math:`A` and
+:math:`V = I`.
+
+**On the sphere** (layer normalisation; Karagodin, Polyanskiy and Rigollet, 2024, prove that
+for almost every start all tokens converge to :math:`x_1(0)`):
 :math:`\dot x_i = P_{x_i}\big(\sum_{j \le i} P_{ij} x_j\big)`, :math:`P_{ij} \propto
-e^{\langle A x_i, x_j\rangle}` over :math:`j \le i` and :math:`P_x y = y - \langle x, y\rangle x`
-(Karagodin, Polyanskiy and Rigollet, 2024, who prove that for almost every start all tokens
-converge to :math:`x_1(0)`). Token 1 sees itself only and never moves; token 2 sees
-:math:`x_1` and itself, so :math:`\dot x_2 = P_{21} P_{x_2} x_1` keeps it on the great circle
+e^{\langle A x_i, x_j\rangle}` over :math:`j \le i`, :math:`P_x y = y - \langle x, y\rangle x`.
+Token 1 never moves; :math:`\dot x_2 = P_{21} P_{x_2} x_1` keeps token 2 on the great circle
 through :math:`x_1` and, for the angle :math:`\theta` between them,
 
 .. math::
@@ -14,18 +18,23 @@ through :math:`x_1` and, for the angle :math:`\theta` between them,
     P_{21} = \frac{1}{1 + e^{\langle A x_2,\, x_2 - x_1\rangle}}, \qquad
     \frac{d}{dt}\log|x_2 - x_1| = -P_{21}\cos^2\tfrac\theta2 .
 
-Two consequences derived in the chapter on masked attention, for every :math:`A` and every
-start with :math:`x_2(0) \ne -x_1(0)`: :math:`|x_2 - x_1|` decreases, with the explicit bound
-of :func:`pair_distance_bound`, and its decay rate tends to :math:`\frac12`, within the band
-of :func:`pair_rate_band` once :math:`|x_2 - x_1| \le \delta`. :func:`pair_decay` follows
-:math:`|x_2 - x_1|` until it is small.
+So :math:`|x_2 - x_1|` decreases, with the explicit bound of :func:`pair_distance_bound`,
+and its decay rate tends to :math:`\frac12`, within the band of :func:`pair_rate_band` once
+:math:`|x_2 - x_1| \le \delta`; :func:`pair_decay` follows it until it is small.
+
+**Without normalisation**, in the rescaled coordinates :math:`z = e^{-t}x` of Geshkovski et
+al. (2023), :math:`\dot z_i = \sum_{j \le i} P_{ij}(t)(z_j - z_i)` with :math:`P_{ij}(t)
+\propto e^{e^{2t}\langle A z_i, z_j\rangle}`: :func:`leader_pair_bound` gives a condition on
+the start under which token 2 never reaches token 1 (a *leader*), so the tokens never form
+a single cluster.
 """
 
 import numpy as np
+from scipy.special import exp1
 
 from . import _checks, attention, dynamics, sphere
 
-__all__ = ["pair_distance_bound", "pair_rate_band", "pair_decay"]
+__all__ = ["pair_distance_bound", "pair_rate_band", "pair_decay", "leader_pair_bound"]
 
 
 def _unit(x, name):
@@ -143,3 +152,47 @@ def pair_decay(A, X0, times, trajectory=None, *, below=1e-8, t_max=1e4, rtol=1e-
         ts.append(start + t[1:])
         dists.append(np.linalg.norm(more[1:, 1] - more[1:, 0], axis=1))
     return np.concatenate(ts), np.concatenate(dists)
+
+
+def leader_pair_bound(A, z1, z2):
+    r"""A start for which token 2 of the rescaled causal dynamics never reaches token 1.
+
+    In :math:`\dot z_2 = P_{21}(t)(z_1 - z_2)`, :math:`P_{21}(t) = 1/(1 + e^{e^{2t} D})`,
+    :math:`D = \langle A z_2, z_2 - z_1\rangle` (masked attention with :math:`V = I` after the
+    rescaling :math:`z = e^{-t}x` of Geshkovski et al., 2023; :math:`z_1` is fixed), let
+    :math:`D_0 = D(0)` and :math:`r_0 = |z_2(0) - z_1|`. If
+
+    .. math::
+
+        D_0 > 0 \quad\text{and}\quad (D_0 + \|A\|_2 r_0^2)\, E_1(D_0/2) < D_0,
+
+    :math:`E_1` the exponential integral, then for all :math:`t \ge 0`
+
+    .. math::
+
+        |z_2(t) - z_1| \ge r_0\, e^{-E_1(D_0/2)/2} > 0 .
+
+    Proof: :math:`\frac{d}{dt}|z_2 - z_1|^2 = -2P_{21}|z_2 - z_1|^2` and
+    :math:`\dot D = -P_{21}(D + \langle A\delta, \delta\rangle)`, :math:`\delta = z_2 - z_1`;
+    while :math:`D \ge D_0/2`, :math:`P_{21} \le e^{-e^{2t}D_0/2}`, whose integral over
+    :math:`[0, \infty)` is :math:`E_1(D_0/2)/2`, so :math:`D` loses at most
+    :math:`(D_0 + \|A\|_2 r_0^2)E_1(D_0/2)/2 < D_0/2` and never reaches :math:`D_0/2`.
+
+    Returns ``(holds, bound)``: whether the condition holds, and the lower bound (``0.0``
+    when it does not).
+    """
+    z1 = np.asarray(z1, dtype=np.float64)
+    z2 = np.asarray(z2, dtype=np.float64)
+    if z1.ndim != 1 or z2.shape != z1.shape or not np.all(np.isfinite(z1)) \
+            or not np.all(np.isfinite(z2)):
+        raise ValueError(f"z1 and z2 must be finite 1-D arrays of the same length, got shapes "
+                         f"{z1.shape} and {z2.shape}")
+    A = _checks.matrix(A, "A", shape=(z1.size, z1.size))
+    D0 = float(z2 @ A.T @ (z2 - z1))
+    r0 = float(np.linalg.norm(z2 - z1))
+    if D0 <= 0:
+        return False, 0.0
+    e1 = float(exp1(D0 / 2))
+    if (D0 + np.linalg.norm(A, 2) * r0**2) * e1 >= D0:
+        return False, 0.0
+    return True, r0 * float(np.exp(-e1 / 2))
