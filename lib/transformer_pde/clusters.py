@@ -155,6 +155,16 @@ def hull_volume(points, *, rtol=1e-10):
     return float(ConvexHull(P).volume)
 
 
+def _points_and_hull(points, hull_points):
+    """Validated ``(points, hull_points)`` with the same number of columns."""
+    Y = _checks.points(points, "points")
+    H = _checks.points(hull_points, "hull_points")
+    if Y.shape[1] != H.shape[1]:
+        raise ValueError(f"points must have d = {H.shape[1]} columns like hull_points, "
+                         f"got shape {Y.shape}")
+    return Y, H
+
+
 def in_hull(points, hull_points, *, tol=1e-10):
     r"""Whether each of ``points`` lies in :math:`\operatorname{conv}\{q_k\}` of ``hull_points``.
 
@@ -167,11 +177,7 @@ def in_hull(points, hull_points, *, tol=1e-10):
     -------
     bool array (m,)
     """
-    Y = _checks.points(points, "points")
-    H = _checks.points(hull_points, "hull_points")
-    if Y.shape[1] != H.shape[1]:
-        raise ValueError(f"points must have d = {H.shape[1]} columns like hull_points, "
-                         f"got shape {Y.shape}")
+    Y, H = _points_and_hull(points, hull_points)
     tol = _checks.nonnegative_float(tol, "tol")
     origin, basis = affine_frame(H)
     Yc, Hc = Y - origin, H - origin

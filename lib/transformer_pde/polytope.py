@@ -24,7 +24,7 @@ import numpy as np
 from scipy.spatial import ConvexHull
 
 from . import _checks
-from .clusters import affine_frame, in_hull
+from .clusters import _points_and_hull, affine_frame, in_hull
 
 __all__ = ["attention_gap", "hardmax_cells", "self_attending_set", "on_boundary"]
 
@@ -170,11 +170,7 @@ def on_boundary(points, hull_points, *, tol=1e-9):
     -------
     bool array (k,)
     """
-    X = _checks.points(points, "points")
-    H = _checks.points(hull_points, "hull_points")
-    if X.shape[1] != H.shape[1]:
-        raise ValueError(f"points must have d = {H.shape[1]} columns like hull_points, "
-                         f"got shape {X.shape}")
+    X, H = _points_and_hull(points, hull_points)
     tol = _checks.nonnegative_float(tol, "tol")
     inside = in_hull(X, H, tol=tol)
     _, basis = affine_frame(H)
