@@ -1,5 +1,7 @@
 """Tests of transformer_pde.meanfield and transformer_pde.stability (chapter 2)."""
 
+import itertools
+
 import numpy as np
 import pytest
 from scipy import integrate
@@ -157,7 +159,7 @@ def test_flow_jacobian_bad_inputs():
 # support growth, quadrature, Groenwall constant, l1(l2) norm
 # --------------------------------------------------------------------------------------
 
-from transformer_pde import stability, variants  # noqa: E402
+from transformer_pde import stability, transport, variants  # noqa: E402
 
 
 def test_heads_growth_rate_closed_forms():
@@ -294,3 +296,79 @@ def test_gaussian_moments_closed_form():
     assert rho == pytest.approx(interaction_strength(A, SIGMA), rel=1e-12)
     with pytest.raises(ValueError, match="name"):
         variants.gaussian_moments("sigmoid", P, ALPHA, SIGMA, times)
+
+
+def test_scale_interaction_and_moderate_interaction():
+    gen = np.random.default_rng(12)
+    P = variants.random_parameters(gen)
+    Pc = variants.scale_interaction(P, 0.3)
+    t = 0.4
+    assert Pc["A"](t) == pytest.approx(0.3 * P["A"](t), rel=1e-14)
+    assert Pc["K"](t).T @ Pc["Q"](t) == pytest.approx(Pc["A"](t), rel=1e-12)
+    assert Pc["As"](t) == pytest.approx(0.3 * P["As"](t), rel=1e-14)
+    assert np.array_equal(Pc["V"](t), P["V"](t)) and np.array_equal(Pc["Vs"](t), P["Vs"](t))
+    # rho(0) at Sigma0 scales linearly with the factor
+    rho = interaction_strength(P["A"](0.0), SIGMA)
+    assert interaction_strength(Pc["A"](0.0), SIGMA) == pytest.approx(0.3 * rho, rel=1e-12)
+    # the search returns the first factor below the bound, and says when there is none
+    big = variants.scale_interaction(P, 20.0)
+    strength = max(variants.max_interaction_strength(name, big, ALPHA, SIGMA, 1.0)
+                   for name in ("softmax", "multihead"))
+    assert strength >= 0.5
+    scales = (1.0, 0.8, 0.6, 0.4, 0.2, 0.1)
+    _, c, r = variants.moderate_interaction(big, ALPHA, SIGMA, 1.0, 0.5, scales=scales)
+    assert r < 0.5 and c < 1
+    previous = variants.scale_interaction(big, scales[scales.index(c) - 1])
+    assert max(variants.max_interaction_strength(name, previous, ALPHA, SIGMA, 1.0)
+               for name in ("softmax", "multihead")) >= 0.5
+    with pytest.raises(RuntimeError, match="rho_max"):
+        variants.moderate_interaction(big, ALPHA, SIGMA, 1.0, 1e-6)
+
+
+def test_particle_moment_errors_against_a_loop_and_jobs():
+    gen = np.random.default_rng(13)
+    P = variants.random_parameters(gen)
+    sizes, R, T = [6, 9], 3, 0.5
+    out = variants.particle_moment_errors("softmax", P, ALPHA, SIGMA, sizes, R, T, [4, 1],
+                                          max_step=0.1, keep=True, n_jobs=1)
+    alpha_T, Sigma_T = (m[-1] for m in variants.gaussian_moments(
+        "softmax", P, ALPHA, SIGMA, [0.0, T]))
+    for k, n in enumerate(sizes):
+        for r in range(R):
+            X0 = ALPHA + np.random.default_rng([4, 1, k, r]).standard_normal((n, 2)) \
+                @ np.linalg.cholesky(SIGMA).T
+            XT = dynamics.integrate(variants.variant_field("softmax", P), X0, [0.0, T],
+                                    method="rk4", max_step=0.1)[-1]
+            assert out.final[k][r] == pytest.approx(XT, rel=1e-13, abs=1e-15)
+            m = XT.mean(axis=0)
+            cov = (XT - m).T @ (XT - m) / n
+            assert out.mean[k, r] == pytest.approx(np.sum((m - alpha_T) ** 2), rel=1e-10)
+            assert out.covariance[k, r] == pytest.approx(np.sum((cov - Sigma_T) ** 2),
+                                                         rel=1e-10)
+    two = variants.particle_moment_errors("softmax", P, ALPHA, SIGMA, sizes, R, T, [4, 1],
+                                          max_step=0.1, n_jobs=2)
+    np.testing.assert_array_equal(two.mean, out.mean)
+    np.testing.assert_array_equal(two.covariance, out.covariance)
+    assert two.final is None
+    with pytest.raises(ValueError, match="name"):
+        variants.particle_moment_errors("sinkhorn", P, ALPHA, SIGMA, sizes, R, T, 0)
+
+
+def test_sample_distances_against_a_loop_and_jobs():
+    gen = np.random.default_rng(14)
+    clouds = [gen.standard_normal((n, 2)) for n in (5, 8, 8)]
+    out = variants.sample_distances(clouds, ALPHA, SIGMA, [7], n_jobs=1)
+    L = np.linalg.cholesky(SIGMA)
+    for j, X in enumerate(clouds):
+        fresh = ALPHA + np.random.default_rng([7, j]).standard_normal((2,) + X.shape) @ L.T
+        # reference: the best of all permutations (equal weights, small n: brute force for
+        # n = 5, POT's exact solver checked by test_transport otherwise)
+        ref = [transport.wasserstein(X, fresh[0]), transport.wasserstein(fresh[1], fresh[0])]
+        if X.shape[0] == 5:
+            ref[0] = min(np.sqrt(np.mean(np.sum((X - fresh[0][list(p)]) ** 2, axis=1)))
+                         for p in itertools.permutations(range(5)))
+        assert out[j] == pytest.approx(ref, rel=1e-10)
+    np.testing.assert_array_equal(variants.sample_distances(clouds, ALPHA, SIGMA, [7],
+                                                            n_jobs=2), out)
+    with pytest.raises(ValueError, match="clouds"):
+        variants.sample_distances([np.ones((3, 3))], ALPHA, SIGMA, 1)

@@ -18,18 +18,27 @@ parameters (a Transformer with layer-dependent weights in the limit of infinite 
 - :func:`gaussian_moments`, :func:`max_interaction_strength`: the exact Gaussian solution
   (mean and covariance ODEs of :mod:`transformer_pde.gaussian`) of the softmax, L2 and
   multi-head variants with these parameters, and the largest interaction strength
-  :math:`\rho = \|\Sigma^{1/2} A \Sigma^{1/2}\|_2` of a head along it.
+  :math:`\rho = \|\Sigma^{1/2} A \Sigma^{1/2}\|_2` of a head along it;
+- :func:`scale_interaction`, :func:`moderate_interaction`: the same parameters with a
+  weaker interaction :math:`A`;
+- :func:`particle_moment_errors`, :func:`sample_distances`: the mean-field limit against the
+  Gaussian solution, on independent draws run through :class:`joblib.Parallel`
+  (:mod:`transformer_pde.draws`).
 """
+
+from typing import NamedTuple
 
 import numpy as np
 from scipy.integrate import solve_ivp
 
-from . import _checks, attention, dynamics, gaussian
-from .meanfield import interaction_strength
+from . import _checks, attention, dynamics, gaussian, transport
+from .meanfield import _gaussian, interaction_strength
 from .stability import heads_growth_rate
 
 __all__ = ["VARIANTS", "LABELS", "random_parameters", "variant_field", "support_rate",
-           "uniform_ball", "gaussian_moments", "max_interaction_strength"]
+           "uniform_ball", "gaussian_moments", "max_interaction_strength",
+           "scale_interaction", "moderate_interaction", "ParticleErrors",
+           "particle_moment_errors", "sample_distances"]
 
 VARIANTS = ("softmax", "l2", "sinkhorn", "sigmoid", "multihead", "causal")
 LABELS = {"softmax": "softmax", "l2": "L2", "sinkhorn": "Sinkhorn", "sigmoid": "sigmoid",
@@ -184,3 +193,174 @@ def max_interaction_strength(name, P, alpha0, Sigma0, T, steps=40):
     d = Sigmas.shape[-1]
     return max(interaction_strength(A, S) for t, S in zip(grid, Sigmas, strict=True)
                for A in np.reshape(P[key](t), (-1, d, d)))
+
+
+def scale_interaction(P, c):
+    r"""Parameters with the interaction scaled by ``c > 0``: :math:`A \mapsto cA`.
+
+    ``A`` and every head's ``As`` are multiplied by ``c``, ``Q`` and ``K`` by
+    :math:`\sqrt c` (so that :math:`A = K^\top Q` still holds) and ``Qs`` by ``c`` (so that
+    :math:`A_h = K_h^\top Q_h`); ``V`` and ``Vs`` are unchanged. The interaction strength
+    :math:`\rho = \|\Sigma^{1/2}A\Sigma^{1/2}\|_2` at a given :math:`\Sigma` scales by ``c``.
+    """
+    c = _checks.positive_float(c, "c")
+    r = np.sqrt(c)
+    out = dict(P)
+    for key, factor in (("A", c), ("As", c), ("Q", r), ("K", r), ("Qs", c)):
+        if key in P:
+            out[key] = lambda t, f=P[key], a=factor: a * f(t)
+    return out
+
+
+def moderate_interaction(P, alpha0, Sigma0, T, rho_max, *,
+                         scales=(1.0, 0.8, 0.6, 0.4, 0.2, 0.1)):
+    r"""The first scale ``c`` of ``scales`` that keeps the interaction strength below ``rho_max``.
+
+    Searches ``scales`` in order for the first ``c`` such that, with
+    :func:`scale_interaction` ``(P, c)``, the largest interaction strength of the softmax and
+    multi-head variants along their exact Gaussian solutions on :math:`[0, T]`
+    (:func:`max_interaction_strength`) is below ``rho_max``. Used to keep the mean-field
+    experiments of chapter 2 in the regime where the :math:`n^{-1/2}` rate is reached at
+    small :math:`n` (Castin, Ablin, Carrillo and Peyré, 2025, for the model).
+
+    Returns
+    -------
+    P_scaled : dict
+    c : float
+    rho : float
+        The largest interaction strength with ``P_scaled``.
+
+    Raises
+    ------
+    RuntimeError
+        If no scale of ``scales`` brings it below ``rho_max``.
+    """
+    rho_max = _checks.positive_float(rho_max, "rho_max")
+    rho = np.inf
+    for c in scales:
+        Pc = scale_interaction(P, c)
+        rho = max(max_interaction_strength(name, Pc, alpha0, Sigma0, T)
+                  for name in ("softmax", "multihead"))
+        if rho < rho_max:
+            return Pc, float(c), float(rho)
+    raise RuntimeError(f"moderate_interaction: rho = {rho:.3g} >= rho_max = {rho_max:g} "
+                       f"at the smallest scale {scales[-1]!r}")
+
+
+class ParticleErrors(NamedTuple):
+    """Squared errors of the particle system's moments, one row per size, one column per
+    draw; ``final[k]`` holds the particles at time ``T`` of every draw of size ``k``, shape
+    ``(draws, n, d)`` (``None`` unless asked for)."""
+
+    mean: np.ndarray
+    covariance: np.ndarray
+    final: list | None
+
+
+def _moment_errors_of_draw(key, name, P, alpha0, chol0, n, T, max_step, exact, keep):
+    X0 = alpha0 + np.random.default_rng(key).standard_normal((n, alpha0.shape[0])) @ chol0.T
+    XT = dynamics.integrate(variant_field(name, P), X0, [0.0, T], method="rk4",
+                            max_step=max_step)[-1]
+    alpha_T, Sigma_T = exact
+    errors = (float(np.sum((XT.mean(axis=0) - alpha_T) ** 2)),
+              float(np.sum((np.cov(XT.T, bias=True) - Sigma_T) ** 2)))
+    return errors, (XT if keep else None)
+
+
+def particle_moment_errors(name, P, alpha0, Sigma0, sizes, draws, T, seed, *, max_step=0.2,
+                           keep=False, n_jobs=None):
+    r"""Squared errors of the mean and covariance of the particle system at time ``T``.
+
+    For each size :math:`n` and draw :math:`r`, :math:`n` particles are drawn i.i.d. from
+    :math:`\mathcal N(\alpha_0, \Sigma_0)` by ``numpy.random.default_rng([*seed, k, r])``
+    (``k`` the index of the size), moved by the particle system of the variant ``name``
+    (parameters ``P``, RK4 with steps of at most ``max_step``), and their empirical mean
+    :math:`\hat\alpha_n(T)` and covariance :math:`\hat\Sigma_n(T)` (divisor :math:`n`) are
+    compared with those of the exact Gaussian solution (:func:`gaussian_moments`; the
+    mean-field limit of Castin, Ablin, Carrillo and Peyré, 2025):
+    :math:`|\hat\alpha_n(T) - \alpha(T)|^2` and
+    :math:`\|\hat\Sigma_n(T) - \Sigma(T)\|_F^2`. The draws run through
+    :func:`transformer_pde.draws.map_keys` (``n_jobs`` and backend from
+    :func:`joblib.parallel_config` unless ``n_jobs`` is given); the values do not depend on
+    them.
+
+    Parameters
+    ----------
+    name : str
+        ``"softmax"``, ``"l2"`` or ``"multihead"`` (the variants with Gaussian solutions).
+    P : dict
+        Parameters as from :func:`random_parameters`.
+    alpha0 : array (d,)
+    Sigma0 : array (d, d)
+    sizes : sequence of int
+    draws : int
+        Independent draws per size.
+    T : float
+        Final time.
+    seed : int or sequence of int
+    max_step : float
+        RK4 step bound.
+    keep : bool
+        Also return the particles at time ``T``.
+
+    Returns
+    -------
+    ParticleErrors
+        ``mean`` and ``covariance`` of shape ``(len(sizes), draws)``, and ``final``.
+    """
+    from . import draws as _draws
+
+    if name not in _MOMENT_RHS:
+        raise ValueError(f"name must be one of {tuple(_MOMENT_RHS)}, got {name!r}")
+    alpha0, Sigma0 = _gaussian(alpha0, Sigma0)
+    sizes = [_checks.positive_int(n, "sizes") for n in np.atleast_1d(sizes)]
+    draws = _checks.positive_int(draws, "draws")
+    T = _checks.positive_float(T, "T")
+    max_step = _checks.positive_float(max_step, "max_step")
+    seed = _draws._key(seed)
+    chol0 = np.linalg.cholesky(Sigma0)
+    exact = tuple(m[-1] for m in gaussian_moments(name, P, alpha0, Sigma0, [0.0, T]))
+    sq = np.empty((2, len(sizes), draws))
+    final = [] if keep else None
+    for k, n in enumerate(sizes):
+        out = _draws.map_keys(_moment_errors_of_draw, [[*seed, k, r] for r in range(draws)],
+                              name, P, alpha0, chol0, n, T, max_step, exact, keep,
+                              n_jobs=n_jobs)
+        sq[:, k] = np.array([errors for errors, _ in out]).T
+        if keep:
+            final.append(np.array([XT for _, XT in out]))
+    return ParticleErrors(sq[0], sq[1], final)
+
+
+def _distances_of_draw(key, clouds, alpha, chol):
+    X = clouds[key[-1]]
+    fresh = alpha + np.random.default_rng(key).standard_normal((2,) + X.shape) @ chol.T
+    return (transport.wasserstein(X, fresh[0]), transport.wasserstein(fresh[1], fresh[0]))
+
+
+def sample_distances(clouds, alpha, Sigma, seed, *, n_jobs=None):
+    r"""Exact :math:`W_2` from point clouds to fresh samples of :math:`\mathcal N(\alpha, \Sigma)`.
+
+    For cloud :math:`j` (an array ``(n, d)``), two independent samples :math:`Y, Y'` of
+    :math:`n` points of :math:`\mathcal N(\alpha, \Sigma)` are drawn by
+    ``numpy.random.default_rng([*seed, j])``, and the function returns
+    :math:`W_2(X_j, Y)` and :math:`W_2(Y', Y)` (:func:`transformer_pde.transport.wasserstein`,
+    POT's exact solver). The second is what an exact sampler of the measure gives, the
+    reference for a particle approximation of a mean-field limit (Castin, Ablin, Carrillo
+    and Peyré, 2025). Runs through :func:`transformer_pde.draws.map_keys`.
+
+    Returns
+    -------
+    array (len(clouds), 2)
+    """
+    from . import draws as _draws
+
+    alpha, Sigma = _gaussian(alpha, Sigma)
+    clouds = [_checks.points(X, "clouds") for X in clouds]
+    if any(X.shape[1] != alpha.size for X in clouds):
+        raise ValueError(f"clouds must have {alpha.size} columns, like alpha")
+    seed = _draws._key(seed)
+    chol = np.linalg.cholesky(Sigma)
+    out = _draws.map_keys(_distances_of_draw, [[*seed, j] for j in range(len(clouds))],
+                          clouds, alpha, chol, n_jobs=n_jobs)
+    return np.array(out)
