@@ -512,7 +512,7 @@ def covariance_rate_influence(A, V, alpha, Sigma, Y):
     return base, tilt, log_Z
 
 
-def covariance_rate_variance(A, V, alpha, Sigma, *, radial=1000, angles=128, tail=60.0):
+def covariance_rate_variance(A, V, alpha, Sigma, *, radial=2000, angles=128, tail=60.0):
     r"""Limit :math:`\mathbb E_y\|\mathrm{IF}(y)\|_F^2` of :math:`n` times the mean-square error.
 
     :math:`y \sim \mathcal N(\alpha, \Sigma)` in :math:`d = 2`, by quadrature in whitened
