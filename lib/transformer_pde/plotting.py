@@ -96,3 +96,35 @@ def quiver_field(ax, X, velocities, *, grid=None, grid_velocities=None, title=No
 def close_all():
     """Close every open figure (keeps notebook memory flat)."""
     plt.close("all")
+
+
+def sphere_tokens(ax, X, *, trails=None, color="C0", elev=20.0, azim=35.0, title=None):
+    """Tokens on the unit sphere :math:`\\mathbb S^2`, drawn on a 3-D axis.
+
+    A light wireframe of the sphere, the tokens ``X`` (n, 3) as dots (those on the hidden
+    hemisphere, as seen from the view ``elev``, ``azim`` in degrees, paler), and optionally
+    their paths ``trails`` (k, n, 3) as thin lines. The axis gets an equal aspect and no
+    panes, ticks or grid. Returns ``ax``.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2 or X.shape[1] != 3:
+        raise ValueError(f"X must have shape (n, 3), got {X.shape}")
+    u, v = np.meshgrid(np.linspace(0, 2 * np.pi, 25), np.linspace(0, np.pi, 13))
+    ax.plot_wireframe(np.cos(u) * np.sin(v), np.sin(u) * np.sin(v), np.cos(v),
+                      color="0.8", lw=0.4)
+    e, a = np.radians(elev), np.radians(azim)
+    view = np.array([np.cos(e) * np.cos(a), np.cos(e) * np.sin(a), np.sin(e)])
+    if trails is not None:
+        T = np.asarray(trails, dtype=np.float64)
+        for i in range(T.shape[1]):
+            ax.plot(T[:, i, 0], T[:, i, 1], T[:, i, 2], color=color, lw=0.6, alpha=0.5)
+    front = X @ view >= 0
+    ax.scatter(*X[~front].T, s=12, color=color, alpha=0.3, depthshade=False)
+    ax.scatter(*X[front].T, s=16, color=color, edgecolor="k", linewidth=0.4,
+               depthshade=False)
+    ax.view_init(elev=elev, azim=azim)
+    ax.set_box_aspect((1, 1, 1), zoom=1.35)
+    ax.set_axis_off()
+    if title:
+        ax.set_title(title)
+    return ax
