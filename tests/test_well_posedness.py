@@ -372,3 +372,18 @@ def test_sample_distances_against_a_loop_and_jobs():
                                                             n_jobs=2), out)
     with pytest.raises(ValueError, match="clouds"):
         variants.sample_distances([np.ones((3, 3))], ALPHA, SIGMA, 1)
+
+
+def test_moderate_interaction_skips_a_blow_up():
+    # V = I, A = a Sigma0^-1: Sigma(t) = (Sigma0^-1 - 2 t A)^-1 blows up at t* = 1 / (2 a)
+    # (chapter 3), before T = 1 for a = 1; at a = 0.2 it does not, and rho(t) = a / (1 - 2at)
+    # is largest at T: 0.2 / 0.6 = 1/3
+    A = np.linalg.inv(SIGMA)
+    P = {"A": lambda t: A, "V": lambda t: np.eye(2), "As": lambda t: A[None],
+         "Vs": lambda t: np.eye(2)[None]}
+    with pytest.raises(RuntimeError):
+        variants.max_interaction_strength("softmax", P, ALPHA, SIGMA, 1.0)
+    _, c, rho = variants.moderate_interaction(P, ALPHA, SIGMA, 1.0, 0.4,
+                                              scales=(1.0, 0.2, 0.1))
+    assert c == 0.2
+    assert rho == pytest.approx(1 / 3, rel=1e-9)
