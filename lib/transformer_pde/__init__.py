@@ -27,6 +27,8 @@ Modules (one mathematical object each):
 - :mod:`~transformer_pde.sphere`: dynamics on the unit sphere (layer normalisation), the
   interaction energy and its extremal measures;
 - :mod:`~transformer_pde.fitting`: power-law fits of rates;
+- :mod:`~transformer_pde.draws`: seeded independent draws and bootstrap replicates through
+  joblib (any number of jobs, any backend, the same results);
 - :mod:`~transformer_pde.rates`: fitted exponents with replicate errors, decay rates, first
   passage times;
 - :mod:`~transformer_pde.plotting`: the house figure style and recurring plots.
