@@ -323,6 +323,10 @@ def test_scale_interaction_and_moderate_interaction():
                for name in ("softmax", "multihead")) >= 0.5
     with pytest.raises(RuntimeError, match="rho_max"):
         variants.moderate_interaction(big, ALPHA, SIGMA, 1.0, 1e-6)
+    with pytest.raises(ValueError, match="scales"):
+        variants.moderate_interaction(big, ALPHA, SIGMA, 1.0, 0.5, scales=())
+    with pytest.raises(ValueError, match="scales"):
+        variants.moderate_interaction(big, ALPHA, SIGMA, 1.0, 0.5, scales=(1.0, -0.5))
 
 
 def test_particle_moment_errors_against_a_loop_and_jobs():

@@ -237,6 +237,9 @@ def moderate_interaction(P, alpha0, Sigma0, T, rho_max, *,
         If no scale of ``scales`` brings it below ``rho_max``.
     """
     rho_max = _checks.positive_float(rho_max, "rho_max")
+    scales = [_checks.positive_float(c, "scales") for c in scales]
+    if not scales:
+        raise ValueError("scales must hold at least one positive factor")
     rho = np.inf
     for c in scales:
         Pc = scale_interaction(P, c)
