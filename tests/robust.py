@@ -167,7 +167,9 @@ def main(argv=None):
         client = Client(args.dask)  # noqa: F841  (joblib's Dask backend uses it)
         config = parallel_config(backend="dask")
     else:
-        config = parallel_config(n_jobs=jobs, prefer="threads")
+        # threads suffice (each run is a kernel process); `prefer="threads"` would not do:
+        # with it, parallel_config falls back to one sequential job
+        config = parallel_config(backend="threading", n_jobs=jobs)
     runs = []
     with config:
         for run in Parallel(return_as="generator_unordered")(work):

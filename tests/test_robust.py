@@ -55,3 +55,17 @@ def test_main_runs_seeds_and_scale_switches_and_fails_on_any_error(tmp_path, cap
     out = capsys.readouterr().out
     assert "FAIL demo scale BIG" in out and "cell 2: AssertionError" in out
     assert report.read_text().splitlines()[-1] == "robust: 1 of 2 runs passed"
+
+
+def test_jobs_run_concurrently(tmp_path):
+    # A barrier: each run announces itself, then waits for the other. Run one after the
+    # other (as parallel_config(prefer="threads") silently does), the first run times out.
+    barrier = (f"import pathlib, time\nd = pathlib.Path({str(tmp_path)!r})\n"
+               "(d / f'run{SEED}').touch()\n"
+               "for _ in range(600):\n"
+               "    if len(list(d.glob('run*'))) == 2:\n        break\n"
+               "    time.sleep(0.1)\n"
+               "assert len(list(d.glob('run*'))) == 2, 'the other run did not start'")
+    path = tmp_path / "barrier.ipynb"
+    path.write_text(json.dumps(_notebook("SEED = 1\n", barrier)))
+    assert main([str(path), "--seeds", "1 2", "--jobs", "2"]) == 0
