@@ -23,12 +23,24 @@ Modules (one mathematical object each):
   published bounds;
 - :mod:`~transformer_pde.pretrained`: all-MiniLM-L6-v2 (BERT) run in NumPy; real-text sequence
   sampling and the local Lipschitz constant of a layer's attention;
+- :mod:`~transformer_pde.masked_lipschitz`: masked attention at the adversarial
+  configurations, exact values against the published bounds;
 - :mod:`~transformer_pde.masked`: mean-field masked (causal) attention on [0,1] x R^d;
+- :mod:`~transformer_pde.causal_pair`: the first two tokens of causal attention dynamics,
+  solved exactly;
 - :mod:`~transformer_pde.sphere`: dynamics on the unit sphere (layer normalisation), the
   interaction energy and its extremal measures;
+- :mod:`~transformer_pde.sphere_stability`: linear stability of the dynamics on the sphere
+  (energy Hessian, linearised flows);
+- :mod:`~transformer_pde.grid_energy`: the interaction energy minimised over measures on a
+  fixed grid of the sphere;
+- :mod:`~transformer_pde.sphere_phase`: phase diagrams of clustering on the sphere, many
+  independent runs through joblib;
 - :mod:`~transformer_pde.fitting`: power-law fits of rates;
 - :mod:`~transformer_pde.draws`: seeded independent draws and bootstrap replicates through
   joblib (any number of jobs, any backend, the same results);
+- :mod:`~transformer_pde.replicates`: pooled tests of Monte Carlo estimates against a target,
+  from independent replicates at several sample sizes;
 - :mod:`~transformer_pde.rates`: fitted exponents with replicate errors, decay rates, first
   passage times;
 - :mod:`~transformer_pde.plotting`: the house figure style and recurring plots.
