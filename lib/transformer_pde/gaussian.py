@@ -31,11 +31,10 @@ Parameters follow :mod:`transformer_pde.attention`: ``A = K.T @ Q`` (``(d, d)``)
 :math:`\mathbb R^d`).
 """
 
-import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
+from joblib import Parallel, delayed
 from scipy.integrate import BDF, DOP853, LSODA, RK23, RK45, Radau
 from scipy.optimize import brentq
 
@@ -1012,15 +1011,15 @@ class ClusteringDraw:
 
 
 def _clustering_run(P, V, Sigma0, times, conv_tol, rank_tol, rtol, atol):
-    """One run of :func:`clustering_rank_draws` (module level, so that worker processes can
-    import it)."""
+    """One run of :func:`clustering_rank_draws` (module level, so that joblib can send it to
+    other processes or machines)."""
     return integrate_moments(softmax_rhs, np.zeros(P.shape[0]), Sigma0, times, args=(-P, V),
                              method="LSODA", rtol=rtol, atol=atol, conv_tol=conv_tol,
                              rank_tol=rank_tol)
 
 
 def clustering_rank_draws(d, n_draws, rng, *, V="identity", times=None, conv_tol=1e-6,
-                          rank_tol=1e-6, rtol=1e-7, atol=1e-12, workers=1):
+                          rank_tol=1e-6, rtol=1e-7, atol=1e-12, n_jobs=None):
     r"""The limiting-rank experiment of Castin et al. (2025) for softmax attention, K = -Q.
 
     Each draw: :math:`Q \in \mathbb R^{\lfloor d/2\rfloor\times d}` and :math:`W` with standard
@@ -1038,17 +1037,20 @@ def clustering_rank_draws(d, n_draws, rng, *, V="identity", times=None, conv_tol
     they are not counted even when two of them are so close that their decay over the last
     decade (``MomentTrajectory.log_rates``) cannot be read off the sorted eigenvalues.
 
-    ``workers``: number of processes integrating the draws (the matrices are drawn first, in
-    order, from ``rng``; each run is deterministic, so the result does not depend on
-    ``workers``). Some draws with :math:`V` random run to :math:`t = 10^8` in thousands of
-    steps; two workers halve the wall-clock time on two free cores.
+    The runs are independent tasks of :class:`joblib.Parallel`; the matrices are drawn first,
+    in order, from ``rng``, and each run is deterministic, so the result does not depend on
+    the number of jobs or on the backend. The library fixes neither: they come from the
+    caller's :func:`joblib.parallel_config` (one job in the calling process by default),
+    e.g. ``with joblib.parallel_config(backend="loky", n_jobs=2):`` for two processes, or
+    ``backend="dask"`` for a Dask cluster; ``n_jobs``, when given, is passed to
+    :class:`joblib.Parallel`. Some draws with :math:`V` random run to :math:`t = 10^8` in
+    thousands of steps: two jobs halve the wall-clock time on two free cores.
     Returns a list of :class:`ClusteringDraw`.
     """
     d = _checks.positive_int(d, "d")
     if d < 2:
         raise ValueError("d must be at least 2 (Q has floor(d/2) >= 1 rows)")
     n_draws = _checks.positive_int(n_draws, "n_draws")
-    workers = _checks.positive_int(workers, "workers")
     if V not in ("identity", "random"):
         raise ValueError(f"V must be 'identity' or 'random', got {V!r}")
     if not isinstance(rng, np.random.Generator):
@@ -1063,14 +1065,5 @@ def clustering_rank_draws(d, n_draws, rng, *, V="identity", times=None, conv_tol
         Wv = rng.normal(size=(d, d))
         problems.append((Q.T @ Q, np.eye(d) if V == "identity" else Wv.T @ Wv, W @ W.T))
     settings = (times, conv_tol, rank_tol, rtol, atol)
-    if workers == 1 or n_draws == 1:
-        runs = [_clustering_run(*p, *settings) for p in problems]
-    else:
-        # "forkserver": a clean process to fork workers from, safe inside a threaded
-        # Jupyter kernel (plain fork copies the kernel's threads' locks)
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload([__name__])  # workers start with this module imported
-        with ProcessPoolExecutor(min(workers, n_draws), mp_context=context) as pool:
-            runs = list(pool.map(_clustering_run, *zip(*problems, strict=True),
-                                 *([s] * n_draws for s in settings)))
+    runs = Parallel(n_jobs=n_jobs)(delayed(_clustering_run)(*p, *settings) for p in problems)
     return [ClusteringDraw(run, P, Vd) for run, (P, Vd, _) in zip(runs, problems, strict=True)]
