@@ -27,10 +27,11 @@ not wait for one another. Relative error about :math:`4\cdot 10^{-16}` against `
 (``os.sched_getaffinity``), lowered by the limit of NumPy's BLAS in force, which follows the
 standard variables (``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``, ``MKL_NUM_THREADS``) and
 :func:`threadpoolctl.threadpool_limits`. So ``with threadpool_limits(1): ...`` runs a call
-on one thread, and ``taskset -c 0,1`` on two. Matrix products use the BLAS threads; the
-library's own threads (a pool without CPU pinning, :func:`on_threads`) run only what BLAS
-cannot: the compiled rows of small dimension, and chunks of logits with their exponentials
-(see :func:`normalised_average` for the measurements behind that choice).
+on one thread, and ``taskset -c 0,1`` on two. Matrix products use the BLAS threads, except
+where a measurement showed the library's own threads (a pool without CPU pinning,
+:func:`on_threads`) do better: the compiled rows of small dimension (:func:`_fused_average`),
+and, with enough work, whole chunks of queries, each with its logits, exponentials and
+products on one thread (:class:`Plan`); the measurements are in their docstrings.
 """
 
 import contextvars
@@ -354,6 +355,15 @@ class Plan:
     * **chunks in turn**, the products on BLAS's threads.
 
     Used as a context manager around the whole call (it holds BLAS for concurrent chunks).
+
+    Why concurrent chunks on the library's threads, and not the chunks in turn with the
+    products on BLAS's threads (the standard tool): each chunk's exponential then runs on
+    its own thread too, and no BLAS thread spins while another thread computes.
+    Measured on 2026-11-26 on the 2-CPU AMD EPYC machine of the performance appendix,
+    shared with other work (load average 5.4), min / median of interleaved calls,
+    concurrent against in turn: n = 1000, d = 64: 10.6 / 21.3 against 29.4 / 99.9 ms;
+    n = 4000, d = 64: 205 / 215 against 873 / 1190 ms; n = 1000, d = 384: 91 / 132 against
+    195 / 283 ms; n = 4000, d = 384: 745 / 1214 against 3048 / 3578 ms.
     """
 
     def __init__(self, m, n, inner, p, chunk_size):
@@ -457,12 +467,20 @@ def _fused_average(queries, keys_t, values, logw, causal, out, threads):
     """:meth:`Plan.average` by :func:`fused_rows`, blocks of 32 rows taken in turn by the
     threads (causal rows grow with ``i``, so the blocks are interleaved).
 
-    Why a pool of threads and not Numba's ``prange``: in a measurement on a 2-core machine
-    (AMD EPYC, Zen 4), ``prange`` with the OpenMP layer ran the rows as fast as the pool
-    but its idle threads kept spinning after the call and slowed the BLAS product that
-    followed; the workqueue layer does not spin but aborts when two threads of the caller
-    enter it at once (a joblib sweep with the threading backend does); TBB is not always
-    installed. The pool is portable and has neither problem (see :data:`FUSED_MEASUREMENT`).
+    Why the library's pool and not Numba's ``prange`` (measured on 2026-11-26 on the 2-CPU
+    AMD EPYC machine of the performance appendix, at n = 4000, d = 2, the machine shared
+    with other work): with the OpenMP threading layer, the idle threads kept spinning after
+    each call, burning a median 7.4 ms of CPU time (up to 10 ms) in the 100 ms that
+    followed, against 0 for the pool; that is the time a BLAS product run next would have
+    used. The workqueue layer does not spin, but it terminated the process when two threads
+    of the caller entered it at once ("Nested parallel kernel launch detected"), as a joblib
+    sweep with the threading backend does; TBB is not always installed. The pool (no CPU
+    pinning, the calling thread taking the first share of the blocks) has neither problem.
+    Times on that machine (load average 4.9, so only the order is meaningful), median of
+    40, 15 and 5 interleaved calls at n = 1000, 4000 and 16000: the pool 4.2, 65 and 736 ms,
+    ``prange`` 14.5, 73 and 886 ms, one thread 1.8, 90 and 922 ms; a BLAS product run right
+    after took 12.7, 16.5 and 14.6 ms after the pool, 17.5, 19.6 and 18.5 ms after
+    ``prange``.
     """
     m, n = queries.shape[0], values.shape[0]
     keys_t = np.ascontiguousarray(keys_t, dtype=np.float64)

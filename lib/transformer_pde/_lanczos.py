@@ -125,7 +125,7 @@ class NormalOperator:
         """The work arrays of a product, views of one allocation that this operator and its
         :meth:`astype` copy share (their products never interleave). Separate arrays of a
         few MiB each would cost a page fault per 4 KiB page when first written (about
-        1.5 microseconds each on the machine of the performance appendix: a tenth of a
+        1.5 microseconds each on a virtual machine with AMD EPYC (Zen 4) CPUs: a tenth of a
         call at ``n = 512``); one allocation of at least 4 MiB is mapped by NumPy in huge
         pages."""
         n, r, H = self.n, self.r, len(self.heads)
