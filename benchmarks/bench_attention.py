@@ -335,6 +335,11 @@ def main():
     parser.add_argument("--rounds", type=int, default=2,
                         help="processes per side, size and number of CPUs, run in turn")
     parser.add_argument("--cpus", type=int, nargs="+", default=[1, 2], choices=[1, 2])
+    parser.add_argument("--ns", type=int, nargs="+", default=[1000, 4000, 16000])
+    parser.add_argument("--ds", type=int, nargs="+", default=[2, 64, 384])
+    parser.add_argument("--merge", action="store_true",
+                        help="re-measure only --ns x --ds (both CPU counts) and keep the other "
+                             "rows of book/generated/bench_attention.json")
     parser.add_argument("--no-write", action="store_true", help="do not write book/generated")
     parser.add_argument("--side", choices=SIDES, help=argparse.SUPPRESS)
     parser.add_argument("--n", type=int, help=argparse.SUPPRESS)
@@ -351,11 +356,20 @@ def main():
     if args.quick:
         ns, ds, n_mem = (500, 2000), (2, 64), 20_000
     else:
-        ns, ds, n_mem = (1000, 4000, 16000), (2, 64, 384), 100_000
+        ns, ds, n_mem = args.ns, args.ds, 100_000
     machine = _common.machine_line(torch)
     print(machine)
-    rows = [measure(n, d, cpus, repeats_at(n, args.repeats, max(ns)), args.rounds)
+    rows = [measure(n, d, cpus, repeats_at(n, args.repeats, 16000), args.rounds)
             for cpus in sorted(args.cpus) for n in ns for d in ds]
+    saved = _common.GENERATED / "bench_attention.json"
+    if args.merge and saved.exists():
+        stored = json.loads(saved.read_text())
+        new = {(r["cpus"], r["n"], r["d"]) for r in rows}
+        rows = sorted(rows + [r for r in stored["rows"] if (r["cpus"], r["n"], r["d"]) not in new],
+                      key=lambda r: (r["cpus"], r["n"], r["d"]))
+        machine = (stored["machine"] + " The rows for "
+                   + ", ".join(f"(n = {n}, d = {d})" for n in ns for d in ds)
+                   + f" come from a later run (load average {os.getloadavg()[0]:.1f}).")
     mem = memory(n_mem, 2)
     text = report(rows, mem, n_mem, machine)
     print(text)
