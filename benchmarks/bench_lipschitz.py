@@ -242,7 +242,7 @@ def report(rows, machine):
     text = (f"{machine} Float64 results; both methods target a relative error of 1e-6 "
             f"(library: `tol=1e-6`; published method: power iteration on $J^\\top J$ with "
             f"`torch.func.jvp`/`vjp`, stopping when the eigenvalue estimate changes by at most "
-            f"1e-6, relative). Each method in its own process on 2 CPUs. Times in seconds over "
+            f"1e-6, relative). Times in seconds over "
             f"timed calls (their number in the last column), as min / median; speed-up = "
             f"published time / library time (min / median); errors against a tight reference "
             f"(`tol=1e-12`).\n\n" + _common.markdown_table(header, body) + "\n\n"
