@@ -359,11 +359,15 @@ class Plan:
     Why concurrent chunks on the library's threads, and not the chunks in turn with the
     products on BLAS's threads (the standard tool): each chunk's exponential then runs on
     its own thread too, and no BLAS thread spins while another thread computes.
-    Measured on 2026-11-26 on the 2-CPU AMD EPYC machine of the performance appendix,
-    shared with other work (load average 5.4), min / median of interleaved calls,
-    concurrent against in turn: n = 1000, d = 64: 10.6 / 21.3 against 29.4 / 99.9 ms;
-    n = 4000, d = 64: 205 / 215 against 873 / 1190 ms; n = 1000, d = 384: 91 / 132 against
-    195 / 283 ms; n = 4000, d = 384: 745 / 1214 against 3048 / 3578 ms.
+    Measured on 2026-11-26 on the 2-CPU AMD EPYC machine of the performance appendix, each
+    way in its own process, the machine otherwise quiet (min / median of 30, 8, 15 and 4
+    calls): concurrent against in turn, n = 1000, d = 64: 3.75 / 3.80 against 4.22 /
+    4.28 ms; n = 4000, d = 64: 58.6 / 59.1 against 67.6 / 71.2 ms; n = 1000, d = 384:
+    25.6 / 25.9 against 27.8 / 28.6 ms; n = 4000, d = 384: 284 / 284 against 301 / 304 ms.
+    With the machine shared with other work (load average 5.4; the two ways interleaved in
+    one process) the gap was far wider (at
+    n = 4000, d = 384: 745 / 1214 against 3048 / 3578 ms): BLAS threads that wait for
+    each other suffer most when a core is taken away.
     """
 
     def __init__(self, m, n, inner, p, chunk_size):
@@ -468,19 +472,18 @@ def _fused_average(queries, keys_t, values, logw, causal, out, threads):
     threads (causal rows grow with ``i``, so the blocks are interleaved).
 
     Why the library's pool and not Numba's ``prange`` (measured on 2026-11-26 on the 2-CPU
-    AMD EPYC machine of the performance appendix, at n = 4000, d = 2, the machine shared
-    with other work): with the OpenMP threading layer, the idle threads kept spinning after
-    each call, burning a median 7.4 ms of CPU time (up to 10 ms) in the 100 ms that
-    followed, against 0 for the pool; that is the time a BLAS product run next would have
-    used. The workqueue layer does not spin, but it terminated the process when two threads
-    of the caller entered it at once ("Nested parallel kernel launch detected"), as a joblib
-    sweep with the threading backend does; TBB is not always installed. The pool (no CPU
-    pinning, the calling thread taking the first share of the blocks) has neither problem.
-    Times on that machine (load average 4.9, so only the order is meaningful), median of
-    40, 15 and 5 interleaved calls at n = 1000, 4000 and 16000: the pool 4.2, 65 and 736 ms,
-    ``prange`` 14.5, 73 and 886 ms, one thread 1.8, 90 and 922 ms; a BLAS product run right
-    after took 12.7, 16.5 and 14.6 ms after the pool, 17.5, 19.6 and 18.5 ms after
-    ``prange``.
+    AMD EPYC machine of the performance appendix, d = 2, the machine otherwise quiet):
+    interleaved in one process (min / median of 40, 15 and 5 calls at n = 1000, 4000 and
+    16000), the pool took 0.95 / 1.87, 26.3 / 28.5 and 278 / 281 ms, ``prange`` with the
+    OpenMP threading layer 0.91 / 1.00, 22.0 / 28.9 and 272 / 279 ms (one thread: 1.66 /
+    1.70, 28.4 / 31.9 and 455 / 455 ms): the same speed. But OpenMP's idle threads keep
+    spinning after a call: at n = 4000 they burnt a median 11.2 ms of CPU time in the 100 ms
+    that followed (the pool: 0.1 ms), and a BLAS product run right after took a median 6.0,
+    7.9 and 6.6 ms after ``prange`` against 3.3, 4.2 and 4.3 ms after the pool. The
+    workqueue layer does not spin, but it terminated the process when two threads of the
+    caller entered it at once ("Nested parallel kernel launch detected"), as a joblib sweep
+    with the threading backend does; TBB is not always installed. The pool (no CPU pinning,
+    the calling thread taking the first share of the blocks) has neither problem.
     """
     m, n = queries.shape[0], values.shape[0]
     keys_t = np.ascontiguousarray(keys_t, dtype=np.float64)
