@@ -67,155 +67,6 @@ __all__ = [
 
 
 # --------------------------------------------------------------------------------------
-# heads: validation and the linearisation at X
-# --------------------------------------------------------------------------------------
-
-class _Heads(NamedTuple):
-    """Stacked factored heads; ``None`` stands for the identity (no product)."""
-
-    Q: np.ndarray | None      # (H, k, d) : query side of A = K^T Q
-    K: np.ndarray | None      # (H, k, d) or None (A = Q)
-    V_in: np.ndarray | None   # (H, r, d) or None (V = V_out)
-    V_out: np.ndarray         # (H, p, r)
-
-
-def _heads(As, Vs, d, *, multi):
-    """Validate ``A``/``V`` (dense or factored, single or stacked) into :class:`_Heads`."""
-    ndim = 3 if multi else 2
-    nameA, nameV = ("As", "Vs") if multi else ("A", "V")
-
-    def arr(M, name):
-        M = np.asarray(M, dtype=np.float64)
-        if M.ndim != ndim:
-            raise ValueError(f"{name} must have {ndim} dimensions"
-                             f"{' (H, ., .)' if multi else ''}, got shape {M.shape}")
-        if not np.all(np.isfinite(M)):
-            raise ValueError(f"{name} contains non-finite values (NaN or inf)")
-        return M if multi else M[None]
-
-    if isinstance(As, tuple):
-        if len(As) != 2:
-            raise ValueError(f"{nameA} given as a tuple must be the pair (Q, K)")
-        Q, K = arr(As[0], f"{nameA}[0] (Q)"), arr(As[1], f"{nameA}[1] (K)")
-        if Q.shape != K.shape or Q.shape[2] != d:
-            raise ValueError(f"{nameA}: Q and K must have the same shape (., k, {d}), got "
-                             f"{Q.shape[1:]} and {K.shape[1:]}")
-    else:
-        Q, K = arr(As, nameA), None
-        if Q.shape[1:] != (d, d):
-            raise ValueError(f"{nameA} must have shape {'(H, ' if multi else '('}{d}, {d}), "
-                             f"got {np.shape(As)}")
-    if isinstance(Vs, tuple):
-        if len(Vs) != 2:
-            raise ValueError(f"{nameV} given as a tuple must be the pair (V_out, V_in)")
-        V_out, V_in = arr(Vs[0], f"{nameV}[0] (V_out)"), arr(Vs[1], f"{nameV}[1] (V_in)")
-        if V_in.shape[2] != d or V_out.shape[2] != V_in.shape[1]:
-            raise ValueError(f"{nameV}: V_out (., p, r) and V_in (., r, {d}) do not chain, got "
-                             f"{V_out.shape[1:]} and {V_in.shape[1:]}")
-    else:
-        V_out, V_in = arr(Vs, nameV), None
-        if V_out.shape[2] != d:
-            raise ValueError(f"{nameV} must have {d} columns (the token dimension d), got "
-                             f"shape {np.shape(Vs)}")
-    if V_out.shape[0] != Q.shape[0] or (V_in is not None and V_in.shape[0] != Q.shape[0]):
-        raise ValueError(f"{nameA} and {nameV} must have the same number of heads, got "
-                         f"{Q.shape[0]} and {V_out.shape[0]}")
-    return _Heads(Q, K, V_in, V_out)
-
-
-def _project(Z, M):
-    """``Z @ M_h^T`` for every head: (n, d) -> (H, n, k); identity when ``M`` is None."""
-    if M is None:
-        return Z[None]
-    H, k, d = M.shape
-    return (Z @ M.reshape(H * k, d).T).reshape(Z.shape[0], H, k).transpose(1, 0, 2)
-
-
-def _unproject(Z, M):
-    """``sum_h Z_h @ M_h``: (H, n, k) -> (n, d); the transpose of :func:`_project`."""
-    if M is None:
-        return Z.sum(axis=0)
-    H, k, d = M.shape
-    return Z.transpose(1, 0, 2).reshape(Z.shape[1], H * k) @ M.reshape(H * k, d)
-
-
-class _Linearisation(NamedTuple):
-    heads: _Heads
-    qX: np.ndarray   # (H, n, k)
-    kX: np.ndarray   # (H, n, k)
-    vX: np.ndarray   # (H, n, r)
-    P: np.ndarray    # (H, n, n)
-    PvX: np.ndarray  # (H, n, r)
-    Vcat: np.ndarray  # (H r, p): output = out_r (n, H r) @ Vcat
-
-
-def _output_matrix(V_out):
-    H, p, r = V_out.shape
-    return V_out.transpose(0, 2, 1).reshape(H * r, p)
-
-
-def _linearise(X, heads, causal, weights):
-    H = heads.V_out.shape[0]
-    qX = _project(X, heads.Q)
-    kX = _project(X, heads.K)
-    vX = _project(X, heads.V_in)
-    if kX.shape[0] == 1 and H > 1:
-        kX = np.broadcast_to(kX, (H,) + kX.shape[1:])
-    if vX.shape[0] == 1 and H > 1:
-        vX = np.broadcast_to(vX, (H,) + vX.shape[1:])
-    # logits <Q x_i, K x_j> = <A x_i, x_j>, through softmax_matrix's log-sum-exp, weights
-    # and causal mask
-    Ps = [softmax_matrix_of_factors(qX[h], kX[h], weights, causal) for h in range(H)]
-    P = Ps[0][None] if H == 1 else np.stack(Ps)  # one head: a view, not a copy
-    return _Linearisation(heads, qX, kX, vX, P, P @ vX, _output_matrix(heads.V_out))
-
-
-def _apply_jvp(lin, E, query_only=False):
-    """:math:`D_X f(E)`; with ``query_only``, only the change through the queries
-    (:math:`e_i` moves the query of row ``i``, the tokens attended to stay fixed)."""
-    h = lin.heads
-    dS = _project(E, h.Q) @ lin.kX.transpose(0, 2, 1)
-    if not query_only:
-        dS += lin.qX @ _project(E, h.K).transpose(0, 2, 1)
-    W = lin.P * dS
-    dP = W - W.sum(axis=2, keepdims=True) * lin.P
-    out_r = dP @ lin.vX                                   # (H, n, r)
-    if not query_only:
-        out_r += lin.P @ _project(E, h.V_in)
-    H, n, r = out_r.shape
-    return out_r.transpose(1, 0, 2).reshape(n, H * r) @ lin.Vcat
-
-
-def _apply_vjp(lin, G, query_only=False):
-    """The transpose of :func:`_apply_jvp` (same ``query_only``)."""
-    h = lin.heads
-    H, n, r = lin.vX.shape
-    g = (G @ lin.Vcat.T).reshape(n, H, r).transpose(1, 0, 2)        # (H, n, r)
-    gP = g @ lin.vX.transpose(0, 2, 1)                             # (H, n, n)
-    gS = lin.P * (gP - np.einsum("hnr,hnr->hn", g, lin.PvX)[:, :, None])
-    grad = _unproject(gS @ lin.kX, h.Q)
-    if not query_only:
-        grad = grad + _unproject(lin.P.transpose(0, 2, 1) @ g, h.V_in)
-        grad = grad + _unproject(gS.transpose(0, 2, 1) @ lin.qX, h.K)
-    return grad
-
-
-def _check_direction(E, shape, name):
-    E = np.asarray(E, dtype=np.float64)
-    if E.shape != shape:
-        raise ValueError(f"{name} must have shape {shape}, got {E.shape}")
-    if not np.all(np.isfinite(E)):
-        raise ValueError(f"{name} contains non-finite values (NaN or inf)")
-    return E
-
-
-def _prepare(X, As, Vs, causal, weights, multi):
-    X = _checks.points(X, "X")
-    heads = _heads(As, Vs, X.shape[1], multi=multi)
-    return X, _linearise(X, heads, bool(causal), weights)
-
-
-# --------------------------------------------------------------------------------------
 # Jacobian-vector products
 # --------------------------------------------------------------------------------------
 
@@ -301,13 +152,6 @@ def vjp_multihead(X, As, Vs, G, *, causal=False, weights=None):
     return _apply_vjp(lin, _check_direction(G, (X.shape[0], p), "G"))
 
 
-def _dense(lin, n, d):
-    """Dense Jacobian ``(n p, n d)`` from JVPs on the canonical basis (small sizes only)."""
-    basis = np.eye(n * d)
-    cols = [_apply_jvp(lin, basis[c].reshape(n, d)).ravel() for c in range(n * d)]
-    return np.stack(cols, axis=1)
-
-
 def jacobian_matrix(X, A, V, *, causal=False, weights=None):
     r"""The dense Jacobian :math:`D_X f` as an ``(n p, n d)`` matrix (row-major tokens).
 
@@ -325,7 +169,6 @@ def jacobian_matrix_multihead(X, As, Vs, *, causal=False, weights=None):
 
 
 # --------------------------------------------------------------------------------------
-# --------------------------------------------------------------------------------------
 # local Lipschitz constant
 # --------------------------------------------------------------------------------------
 
@@ -341,217 +184,6 @@ class LipschitzResult(NamedTuple):
     right: np.ndarray
     left: np.ndarray
     matvecs: int
-
-
-def _orth_rows(M):
-    """Orthonormal basis (columns) of the row space of M, shape (d, rank)."""
-    _, s, Vt = np.linalg.svd(M, full_matrices=False)
-    rank = int(np.sum(s > s[0] * max(M.shape) * np.finfo(float).eps)) if s.size else 0
-    return Vt[:rank].T
-
-
-def _compressed(lin, d):
-    r"""The same Jacobian on the subspaces it actually uses, and the input basis U.
-
-    ``f`` depends on a direction ``E`` only through ``E Q_h^T``, ``E K_h^T``, ``E V_{in,h}^T``,
-    so :math:`D_X f = D_X f \circ (I \otimes U U^\top)` with ``U`` an orthonormal basis of
-    the row space of the stacked ``Q, K, V_in``; its image lies in the span of the output
-    matrix, replaced by its triangular factor (same norms). Exact, not an approximation.
-    """
-    h = lin.heads
-    U = None
-    if h.Q is not None and h.K is not None and h.V_in is not None:
-        stacked = np.concatenate([M.reshape(-1, d) for M in (h.Q, h.K, h.V_in)])
-        if stacked.shape[0] < d:
-            U = _orth_rows(stacked)
-    Vcat = lin.Vcat
-    if Vcat.shape[0] < Vcat.shape[1]:
-        Vcat = np.linalg.qr(Vcat.T, mode="r").T  # (H r, H r): same row norms of products
-    if U is None:
-        return lin._replace(Vcat=Vcat), None
-    heads = h._replace(Q=h.Q @ U, K=h.K @ U, V_in=h.V_in @ U)
-    return lin._replace(heads=heads, Vcat=Vcat), U
-
-
-# --------------------------------------------------------------------------------------
-# tokens that coincide
-# --------------------------------------------------------------------------------------
-
-#: Coinciding tokens are merged when at most this fraction of the tokens are distinct.
-_MERGE_MAX_DISTINCT = 0.5
-
-
-def _coinciding_tokens(X):
-    r"""``(Y, group, counts)``: the distinct rows ``Y`` (m, d) of ``X``, the row of ``Y`` each
-    token equals, and how many tokens equal each; ``None`` unless
-    :math:`m \le` ``_MERGE_MAX_DISTINCT`` :math:`n`. Tokens are grouped by their projection on
-    a fixed random direction, in :math:`O(nd + n \log n)`; the grouping is kept only if every
-    token then equals its group's first token exactly (else ``None``)."""
-    n = X.shape[0]
-    key = X @ np.random.default_rng(12345).standard_normal(X.shape[1])
-    _, first, group, counts = np.unique(key, return_index=True, return_inverse=True,
-                                        return_counts=True)
-    if first.size > _MERGE_MAX_DISTINCT * n:
-        return None
-    Y = X[first]
-    group = group.ravel()
-    if not np.array_equal(X, Y[group]):
-        return None
-    return Y, group, counts
-
-
-class _MergedNormalOperator:
-    r"""The normal operator of :math:`D_X f` when tokens coincide, as a direct sum (derived).
-
-    Let the ``n`` tokens take ``m`` distinct values :math:`y_g`, :math:`n_g` times each (uniform
-    weights, no mask). A direction constant on every group (:math:`e_i = \bar e_g`) moves the
-    atoms of the merged measure :math:`\mu = \sum_g \frac{n_g}{n}\delta_{y_g}`, so it acts
-    through the Jacobian :math:`J_\mu` of the ``m``-token map with weights :math:`n_g / n`, and
-    its image is constant on groups; with the norms :math:`\sum_g n_g |\bar e_g|^2` this is
-    :math:`D^{1/2} J_\mu D^{-1/2}`, :math:`D = \mathrm{diag}(n_g)`. A direction summing to zero
-    on every group leaves :math:`\mu` unchanged to first order (the attention weights are
-    equal within a group), so only the queries move: :math:`D_X f(E)_i = C_{g(i)} e_i` with
-    :math:`C_g = \nabla_y \Gamma_\mu(y_g)` (for one head, :math:`V\,\mathrm{Cov}_{P_g}\,A`),
-    and the image sums to zero on every group. The two subspaces and their images are
-    orthogonal, hence :math:`\|D_X f\|_2 = \max\big(\|D^{1/2} J_\mu D^{-1/2}\|_2,
-    \max_{n_g \ge 2} \|C_g\|_2\big)`. This operator acts on ``[z (m, d_in), c (groups with
-    n_g >= 2, d_in)]``: the first block by the scaled normal operator of :math:`J_\mu`, each
-    row of the second by :math:`C_g^\top C_g`. A product costs :math:`O(m^2 d + m d^2)`
-    instead of :math:`O(n^2 d + n d^2)`.
-    """
-
-    def __init__(self, lin, counts, d_in):
-        self.lin = lin
-        self.scale = np.sqrt(counts.astype(np.float64))[:, None]
-        self.repeated = np.flatnonzero(counts >= 2)
-        self.m = counts.size
-        self.d_in = d_in
-        self.count = 0
-
-    def split(self, v):
-        """``(Z (m, d_in), C (m, d_in))``: the merged direction and the query directions
-        (zero for groups of a single token)."""
-        m, d_in = self.m, self.d_in
-        Z = v[:m * d_in].reshape(m, d_in)
-        C = np.zeros((m, d_in))
-        C[self.repeated] = v[m * d_in:].reshape(-1, d_in)
-        return Z, C
-
-    def __call__(self, v):
-        self.count += 1
-        Z, C = self.split(v)
-        s = self.scale
-        merged = _apply_vjp(self.lin, _apply_jvp(self.lin, Z / s) * s**2) / s
-        query = _apply_vjp(self.lin, _apply_jvp(self.lin, C, query_only=True),
-                           query_only=True)
-        return np.concatenate([merged.ravel(), query[self.repeated].ravel()])
-
-
-def _merged_top_singular(heads, merge, tol, seed, maxiter, vectors):
-    """:func:`_top_singular` through :class:`_MergedNormalOperator` (tokens that coincide)."""
-    Y, group, counts = merge
-    n, d = group.size, Y.shape[1]
-    lin = _linearise(Y, heads, False, counts / n)
-    clin, U = _compressed(lin, d)
-    d_in = d if U is None else U.shape[1]
-    op = _MergedNormalOperator(clin, counts, d_in)
-    dim = (op.m + op.repeated.size) * d_in
-    if dim <= 64:
-        N = np.column_stack([op(e) for e in np.eye(dim)])
-        vals, vecs = np.linalg.eigh((N + N.T) / 2)
-        lam, z = vals[-1], vecs[:, -1]  # op.count is dim: one product per column
-    else:
-        rnd = np.random.default_rng(seed).standard_normal(dim)
-        start = rnd / np.linalg.norm(rnd)
-        Y_in = (Y if U is None else Y @ U) * op.scale  # the tokens' scaling direction
-        if np.any(Y_in):
-            start[:Y_in.size] += Y_in.ravel() / np.linalg.norm(Y_in)
-        max_products = _lanczos.product_budget(maxiter)
-        lam, z, _, ok = _lanczos.lanczos(op, start, target=tol, max_basis=min(40, dim),
-                                         max_products=max_products,
-                                         min_steps=min(_lanczos.LANCZOS_MIN_STEPS, dim))
-        if not ok:
-            raise _lanczos.not_converged(tol, max_products)
-    value = float(np.sqrt(max(lam, 0.0)))
-    if not vectors:
-        return LipschitzResult(value, None, None, op.count)
-    Z, C = op.split(z)
-    # the zero-sum pattern of a group: its first token against the others, unit norm
-    first = np.zeros(n, dtype=bool)
-    first[np.unique(group, return_index=True)[1]] = True
-    size = counts[group].astype(np.float64)
-    a = np.where(first, 1.0 - 1.0 / size, -1.0 / size)
-    a /= np.sqrt(np.maximum(1.0 - 1.0 / size, 1e-300))
-    a[size < 2] = 0.0
-    right = Z[group] / op.scale[group] + a[:, None] * C[group]
-    image = (_apply_jvp(clin, Z / op.scale)[group]
-             + a[:, None] * _apply_jvp(clin, C, query_only=True)[group])
-    if U is not None:
-        right = right @ U.T
-    norm = np.linalg.norm(right)
-    right, image = right / norm, image / norm
-    inorm = np.linalg.norm(image)
-    return LipschitzResult(value, right, image / inorm if inorm > 0 else image, op.count)
-
-
-def _top_singular(lin, X, *, tol, v0, seed, ncv, maxiter, method="lanczos", vectors=True):
-    n, d = X.shape
-    d_in = d
-    clin, U = _compressed(lin, d)
-    if U is not None:
-        d_in = U.shape[1]
-    dim = n * d_in
-    count = [0]
-
-    def normal(v):
-        count[0] += 1
-        Z = v.reshape(n, d_in)
-        return _apply_vjp(clin, _apply_jvp(clin, Z)).ravel()
-
-    if v0 is not None:
-        v0 = _check_direction(v0, (n, d), "v0")
-        v0 = (v0 @ U if U is not None else v0).ravel()
-        if not np.any(v0):
-            raise ValueError("v0 must be non-zero on the subspace the Jacobian uses")
-    if dim <= 64:
-        J = _dense(clin, n, d_in)
-        _, s, Wt = np.linalg.svd(J)
-        lam, z = s[0] ** 2, Wt[0]
-        count[0] = dim
-    elif method == "lanczos":
-        X_in = X if U is None else X @ U
-        lam, z, count[0] = _lanczos.lanczos_top(clin, n, d_in, tol=tol, v0=v0, seed=seed,
-                                                X_in=X_in, maxiter=maxiter)
-    else:
-        if v0 is None:
-            v0 = np.random.default_rng(seed).standard_normal(dim)
-        op = LinearOperator((dim, dim), matvec=normal, dtype=np.float64)
-        ncv_eff = min(dim - 1, max(ncv, 3))
-        vals, vecs = eigsh(op, k=1, which="LA", tol=tol, v0=v0, ncv=ncv_eff, maxiter=maxiter)
-        lam, z = float(vals[0]), vecs[:, 0]
-    value = float(np.sqrt(max(lam, 0.0)))
-    if not vectors:  # the value alone: no image product
-        return LipschitzResult(value, None, None, count[0])
-    right = z.reshape(n, d_in)
-    if U is not None:
-        right = right @ U.T
-    right = right / np.linalg.norm(right)
-    image = _apply_jvp(lin, right)
-    norm = np.linalg.norm(image)
-    left = image / norm if norm > 0 else image
-    return LipschitzResult(value, right, left, count[0])
-
-
-def _lipschitz_options(tol, seed, ncv, maxiter, method):
-    tol = _checks.positive_float(tol, "tol")
-    ncv = _checks.positive_int(ncv, "ncv")
-    if maxiter is not None:
-        maxiter = _checks.positive_int(maxiter, "maxiter")
-    if seed is not None and not isinstance(seed, (int, np.integer)):
-        raise ValueError(f"seed must be an integer, got {seed!r}")
-    if method not in ("lanczos", "arpack"):
-        raise ValueError(f"method must be 'lanczos' or 'arpack', got {method!r}")
-    return tol, seed, ncv, maxiter
 
 
 def local_lipschitz(X, A, V, *, causal=False, weights=None, tol=1e-6, return_vectors=False,
@@ -653,24 +285,6 @@ def local_lipschitz_multihead(X, As, Vs, *, causal=False, weights=None, tol=1e-6
     """
     return _local_lipschitz(X, As, Vs, causal, weights, True, tol, return_vectors, v0, seed,
                             ncv, maxiter, method)
-
-
-def _local_lipschitz(X, As, Vs, causal, weights, multi, tol, return_vectors, v0, seed, ncv,
-                     maxiter, method):
-    tol, seed, ncv, maxiter = _lipschitz_options(tol, seed, ncv, maxiter, method)
-    X = _checks.points(X, "X")
-    heads = _heads(As, Vs, X.shape[1], multi=multi)
-    causal = bool(causal)
-    merge = None
-    if not causal and weights is None and v0 is None and method == "lanczos":
-        merge = _coinciding_tokens(X)
-    if merge is not None:
-        res = _merged_top_singular(heads, merge, tol, seed, maxiter, bool(return_vectors))
-    else:
-        res = _top_singular(_linearise(X, heads, causal, weights), X, tol=tol, v0=v0,
-                            seed=seed, ncv=ncv, maxiter=maxiter, method=method,
-                            vectors=bool(return_vectors))
-    return res if return_vectors else res.value
 
 
 # --------------------------------------------------------------------------------------
@@ -893,3 +507,384 @@ def hardmax_jacobian_norm(X, A, V, *, causal=False):
     V = _checks.matrix(V, "V", cols=X.shape[1])
     counts = np.bincount(hardmax_indices(X, A, causal=causal), minlength=X.shape[0])
     return float(np.linalg.norm(V, 2) * np.sqrt(counts.max()))
+
+
+# --------------------------------------------------------------------------------------
+# machinery: heads, the linearisation at X, the solvers' drivers (used above)
+# --------------------------------------------------------------------------------------
+
+class _Heads(NamedTuple):
+    """Stacked factored heads; ``None`` stands for the identity (no product)."""
+
+    Q: np.ndarray | None      # (H, k, d) : query side of A = K^T Q
+    K: np.ndarray | None      # (H, k, d) or None (A = Q)
+    V_in: np.ndarray | None   # (H, r, d) or None (V = V_out)
+    V_out: np.ndarray         # (H, p, r)
+
+
+def _heads(As, Vs, d, *, multi):
+    """Validate ``A``/``V`` (dense or factored, single or stacked) into :class:`_Heads`."""
+    ndim = 3 if multi else 2
+    nameA, nameV = ("As", "Vs") if multi else ("A", "V")
+
+    def arr(M, name):
+        M = np.asarray(M, dtype=np.float64)
+        if M.ndim != ndim:
+            raise ValueError(f"{name} must have {ndim} dimensions"
+                             f"{' (H, ., .)' if multi else ''}, got shape {M.shape}")
+        if not np.all(np.isfinite(M)):
+            raise ValueError(f"{name} contains non-finite values (NaN or inf)")
+        return M if multi else M[None]
+
+    if isinstance(As, tuple):
+        if len(As) != 2:
+            raise ValueError(f"{nameA} given as a tuple must be the pair (Q, K)")
+        Q, K = arr(As[0], f"{nameA}[0] (Q)"), arr(As[1], f"{nameA}[1] (K)")
+        if Q.shape != K.shape or Q.shape[2] != d:
+            raise ValueError(f"{nameA}: Q and K must have the same shape (., k, {d}), got "
+                             f"{Q.shape[1:]} and {K.shape[1:]}")
+    else:
+        Q, K = arr(As, nameA), None
+        if Q.shape[1:] != (d, d):
+            raise ValueError(f"{nameA} must have shape {'(H, ' if multi else '('}{d}, {d}), "
+                             f"got {np.shape(As)}")
+    if isinstance(Vs, tuple):
+        if len(Vs) != 2:
+            raise ValueError(f"{nameV} given as a tuple must be the pair (V_out, V_in)")
+        V_out, V_in = arr(Vs[0], f"{nameV}[0] (V_out)"), arr(Vs[1], f"{nameV}[1] (V_in)")
+        if V_in.shape[2] != d or V_out.shape[2] != V_in.shape[1]:
+            raise ValueError(f"{nameV}: V_out (., p, r) and V_in (., r, {d}) do not chain, got "
+                             f"{V_out.shape[1:]} and {V_in.shape[1:]}")
+    else:
+        V_out, V_in = arr(Vs, nameV), None
+        if V_out.shape[2] != d:
+            raise ValueError(f"{nameV} must have {d} columns (the token dimension d), got "
+                             f"shape {np.shape(Vs)}")
+    if V_out.shape[0] != Q.shape[0] or (V_in is not None and V_in.shape[0] != Q.shape[0]):
+        raise ValueError(f"{nameA} and {nameV} must have the same number of heads, got "
+                         f"{Q.shape[0]} and {V_out.shape[0]}")
+    return _Heads(Q, K, V_in, V_out)
+
+
+def _project(Z, M):
+    """``Z @ M_h^T`` for every head: (n, d) -> (H, n, k); identity when ``M`` is None."""
+    if M is None:
+        return Z[None]
+    H, k, d = M.shape
+    return (Z @ M.reshape(H * k, d).T).reshape(Z.shape[0], H, k).transpose(1, 0, 2)
+
+
+def _unproject(Z, M):
+    """``sum_h Z_h @ M_h``: (H, n, k) -> (n, d); the transpose of :func:`_project`."""
+    if M is None:
+        return Z.sum(axis=0)
+    H, k, d = M.shape
+    return Z.transpose(1, 0, 2).reshape(Z.shape[1], H * k) @ M.reshape(H * k, d)
+
+
+class _Linearisation(NamedTuple):
+    heads: _Heads
+    qX: np.ndarray   # (H, n, k)
+    kX: np.ndarray   # (H, n, k)
+    vX: np.ndarray   # (H, n, r)
+    P: np.ndarray    # (H, n, n)
+    PvX: np.ndarray  # (H, n, r)
+    Vcat: np.ndarray  # (H r, p): output = out_r (n, H r) @ Vcat
+
+
+def _output_matrix(V_out):
+    H, p, r = V_out.shape
+    return V_out.transpose(0, 2, 1).reshape(H * r, p)
+
+
+def _linearise(X, heads, causal, weights):
+    H = heads.V_out.shape[0]
+    qX = _project(X, heads.Q)
+    kX = _project(X, heads.K)
+    vX = _project(X, heads.V_in)
+    if kX.shape[0] == 1 and H > 1:
+        kX = np.broadcast_to(kX, (H,) + kX.shape[1:])
+    if vX.shape[0] == 1 and H > 1:
+        vX = np.broadcast_to(vX, (H,) + vX.shape[1:])
+    # logits <Q x_i, K x_j> = <A x_i, x_j>, through softmax_matrix's log-sum-exp, weights
+    # and causal mask
+    Ps = [softmax_matrix_of_factors(qX[h], kX[h], weights, causal) for h in range(H)]
+    P = Ps[0][None] if H == 1 else np.stack(Ps)  # one head: a view, not a copy
+    return _Linearisation(heads, qX, kX, vX, P, P @ vX, _output_matrix(heads.V_out))
+
+
+def _apply_jvp(lin, E, query_only=False):
+    """:math:`D_X f(E)`; with ``query_only``, only the change through the queries
+    (:math:`e_i` moves the query of row ``i``, the tokens attended to stay fixed)."""
+    h = lin.heads
+    dS = _project(E, h.Q) @ lin.kX.transpose(0, 2, 1)
+    if not query_only:
+        dS += lin.qX @ _project(E, h.K).transpose(0, 2, 1)
+    W = lin.P * dS
+    dP = W - W.sum(axis=2, keepdims=True) * lin.P
+    out_r = dP @ lin.vX                                   # (H, n, r)
+    if not query_only:
+        out_r += lin.P @ _project(E, h.V_in)
+    H, n, r = out_r.shape
+    return out_r.transpose(1, 0, 2).reshape(n, H * r) @ lin.Vcat
+
+
+def _apply_vjp(lin, G, query_only=False):
+    """The transpose of :func:`_apply_jvp` (same ``query_only``)."""
+    h = lin.heads
+    H, n, r = lin.vX.shape
+    g = (G @ lin.Vcat.T).reshape(n, H, r).transpose(1, 0, 2)        # (H, n, r)
+    gP = g @ lin.vX.transpose(0, 2, 1)                             # (H, n, n)
+    gS = lin.P * (gP - np.einsum("hnr,hnr->hn", g, lin.PvX)[:, :, None])
+    grad = _unproject(gS @ lin.kX, h.Q)
+    if not query_only:
+        grad = grad + _unproject(lin.P.transpose(0, 2, 1) @ g, h.V_in)
+        grad = grad + _unproject(gS.transpose(0, 2, 1) @ lin.qX, h.K)
+    return grad
+
+
+def _check_direction(E, shape, name):
+    E = np.asarray(E, dtype=np.float64)
+    if E.shape != shape:
+        raise ValueError(f"{name} must have shape {shape}, got {E.shape}")
+    if not np.all(np.isfinite(E)):
+        raise ValueError(f"{name} contains non-finite values (NaN or inf)")
+    return E
+
+
+def _prepare(X, As, Vs, causal, weights, multi):
+    X = _checks.points(X, "X")
+    heads = _heads(As, Vs, X.shape[1], multi=multi)
+    return X, _linearise(X, heads, bool(causal), weights)
+
+
+def _dense(lin, n, d):
+    """Dense Jacobian ``(n p, n d)`` from JVPs on the canonical basis (small sizes only)."""
+    basis = np.eye(n * d)
+    cols = [_apply_jvp(lin, basis[c].reshape(n, d)).ravel() for c in range(n * d)]
+    return np.stack(cols, axis=1)
+
+
+def _orth_rows(M):
+    """Orthonormal basis (columns) of the row space of M, shape (d, rank)."""
+    _, s, Vt = np.linalg.svd(M, full_matrices=False)
+    rank = int(np.sum(s > s[0] * max(M.shape) * np.finfo(float).eps)) if s.size else 0
+    return Vt[:rank].T
+
+
+def _compressed(lin, d):
+    r"""The same Jacobian on the subspaces it actually uses, and the input basis U.
+
+    ``f`` depends on a direction ``E`` only through ``E Q_h^T``, ``E K_h^T``, ``E V_{in,h}^T``,
+    so :math:`D_X f = D_X f \circ (I \otimes U U^\top)` with ``U`` an orthonormal basis of
+    the row space of the stacked ``Q, K, V_in``; its image lies in the span of the output
+    matrix, replaced by its triangular factor (same norms). Exact, not an approximation.
+    """
+    h = lin.heads
+    U = None
+    if h.Q is not None and h.K is not None and h.V_in is not None:
+        stacked = np.concatenate([M.reshape(-1, d) for M in (h.Q, h.K, h.V_in)])
+        if stacked.shape[0] < d:
+            U = _orth_rows(stacked)
+    Vcat = lin.Vcat
+    if Vcat.shape[0] < Vcat.shape[1]:
+        Vcat = np.linalg.qr(Vcat.T, mode="r").T  # (H r, H r): same row norms of products
+    if U is None:
+        return lin._replace(Vcat=Vcat), None
+    heads = h._replace(Q=h.Q @ U, K=h.K @ U, V_in=h.V_in @ U)
+    return lin._replace(heads=heads, Vcat=Vcat), U
+
+
+#: Coinciding tokens are merged when at most this fraction of the tokens are distinct.
+_MERGE_MAX_DISTINCT = 0.5
+
+
+def _coinciding_tokens(X):
+    r"""``(Y, group, counts)``: the distinct rows ``Y`` (m, d) of ``X``, the row of ``Y`` each
+    token equals, and how many tokens equal each; ``None`` unless
+    :math:`m \le` ``_MERGE_MAX_DISTINCT`` :math:`n`. Tokens are grouped by their projection on
+    a fixed random direction, in :math:`O(nd + n \log n)`; the grouping is kept only if every
+    token then equals its group's first token exactly (else ``None``)."""
+    n = X.shape[0]
+    key = X @ np.random.default_rng(12345).standard_normal(X.shape[1])
+    _, first, group, counts = np.unique(key, return_index=True, return_inverse=True,
+                                        return_counts=True)
+    if first.size > _MERGE_MAX_DISTINCT * n:
+        return None
+    Y = X[first]
+    group = group.ravel()
+    if not np.array_equal(X, Y[group]):
+        return None
+    return Y, group, counts
+
+
+class _MergedNormalOperator:
+    r"""The normal operator of :math:`D_X f` when tokens coincide, as a direct sum (derived).
+
+    Let the ``n`` tokens take ``m`` distinct values :math:`y_g`, :math:`n_g` times each (uniform
+    weights, no mask). A direction constant on every group (:math:`e_i = \bar e_g`) moves the
+    atoms of the merged measure :math:`\mu = \sum_g \frac{n_g}{n}\delta_{y_g}`, so it acts
+    through the Jacobian :math:`J_\mu` of the ``m``-token map with weights :math:`n_g / n`, and
+    its image is constant on groups; with the norms :math:`\sum_g n_g |\bar e_g|^2` this is
+    :math:`D^{1/2} J_\mu D^{-1/2}`, :math:`D = \mathrm{diag}(n_g)`. A direction summing to zero
+    on every group leaves :math:`\mu` unchanged to first order (the attention weights are
+    equal within a group), so only the queries move: :math:`D_X f(E)_i = C_{g(i)} e_i` with
+    :math:`C_g = \nabla_y \Gamma_\mu(y_g)` (for one head, :math:`V\,\mathrm{Cov}_{P_g}\,A`),
+    and the image sums to zero on every group. The two subspaces and their images are
+    orthogonal, hence :math:`\|D_X f\|_2 = \max\big(\|D^{1/2} J_\mu D^{-1/2}\|_2,
+    \max_{n_g \ge 2} \|C_g\|_2\big)`. This operator acts on ``[z (m, d_in), c (groups with
+    n_g >= 2, d_in)]``: the first block by the scaled normal operator of :math:`J_\mu`, each
+    row of the second by :math:`C_g^\top C_g`. A product costs :math:`O(m^2 d + m d^2)`
+    instead of :math:`O(n^2 d + n d^2)`.
+    """
+
+    def __init__(self, lin, counts, d_in):
+        self.lin = lin
+        self.scale = np.sqrt(counts.astype(np.float64))[:, None]
+        self.repeated = np.flatnonzero(counts >= 2)
+        self.m = counts.size
+        self.d_in = d_in
+        self.count = 0
+
+    def split(self, v):
+        """``(Z (m, d_in), C (m, d_in))``: the merged direction and the query directions
+        (zero for groups of a single token)."""
+        m, d_in = self.m, self.d_in
+        Z = v[:m * d_in].reshape(m, d_in)
+        C = np.zeros((m, d_in))
+        C[self.repeated] = v[m * d_in:].reshape(-1, d_in)
+        return Z, C
+
+    def __call__(self, v):
+        self.count += 1
+        Z, C = self.split(v)
+        s = self.scale
+        merged = _apply_vjp(self.lin, _apply_jvp(self.lin, Z / s) * s**2) / s
+        query = _apply_vjp(self.lin, _apply_jvp(self.lin, C, query_only=True),
+                           query_only=True)
+        return np.concatenate([merged.ravel(), query[self.repeated].ravel()])
+
+
+def _merged_top_singular(heads, merge, tol, seed, maxiter, vectors):
+    """:func:`_top_singular` through :class:`_MergedNormalOperator` (tokens that coincide)."""
+    Y, group, counts = merge
+    n, d = group.size, Y.shape[1]
+    lin = _linearise(Y, heads, False, counts / n)
+    clin, U = _compressed(lin, d)
+    d_in = d if U is None else U.shape[1]
+    op = _MergedNormalOperator(clin, counts, d_in)
+    dim = (op.m + op.repeated.size) * d_in
+    if dim <= 64:
+        N = np.column_stack([op(e) for e in np.eye(dim)])
+        vals, vecs = np.linalg.eigh((N + N.T) / 2)
+        lam, z = vals[-1], vecs[:, -1]  # op.count is dim: one product per column
+    else:
+        rnd = np.random.default_rng(seed).standard_normal(dim)
+        start = rnd / np.linalg.norm(rnd)
+        Y_in = (Y if U is None else Y @ U) * op.scale  # the tokens' scaling direction
+        if np.any(Y_in):
+            start[:Y_in.size] += Y_in.ravel() / np.linalg.norm(Y_in)
+        max_products = _lanczos.product_budget(maxiter)
+        lam, z, _, ok = _lanczos.lanczos(op, start, target=tol, max_basis=min(40, dim),
+                                         max_products=max_products,
+                                         min_steps=min(_lanczos.LANCZOS_MIN_STEPS, dim))
+        if not ok:
+            raise _lanczos.not_converged(tol, max_products)
+    value = float(np.sqrt(max(lam, 0.0)))
+    if not vectors:
+        return LipschitzResult(value, None, None, op.count)
+    Z, C = op.split(z)
+    # the zero-sum pattern of a group: its first token against the others, unit norm
+    first = np.zeros(n, dtype=bool)
+    first[np.unique(group, return_index=True)[1]] = True
+    size = counts[group].astype(np.float64)
+    a = np.where(first, 1.0 - 1.0 / size, -1.0 / size)
+    a /= np.sqrt(np.maximum(1.0 - 1.0 / size, 1e-300))
+    a[size < 2] = 0.0
+    right = Z[group] / op.scale[group] + a[:, None] * C[group]
+    image = (_apply_jvp(clin, Z / op.scale)[group]
+             + a[:, None] * _apply_jvp(clin, C, query_only=True)[group])
+    if U is not None:
+        right = right @ U.T
+    norm = np.linalg.norm(right)
+    right, image = right / norm, image / norm
+    inorm = np.linalg.norm(image)
+    return LipschitzResult(value, right, image / inorm if inorm > 0 else image, op.count)
+
+
+def _top_singular(lin, X, *, tol, v0, seed, ncv, maxiter, method="lanczos", vectors=True):
+    n, d = X.shape
+    d_in = d
+    clin, U = _compressed(lin, d)
+    if U is not None:
+        d_in = U.shape[1]
+    dim = n * d_in
+    count = [0]
+
+    def normal(v):
+        count[0] += 1
+        Z = v.reshape(n, d_in)
+        return _apply_vjp(clin, _apply_jvp(clin, Z)).ravel()
+
+    if v0 is not None:
+        v0 = _check_direction(v0, (n, d), "v0")
+        v0 = (v0 @ U if U is not None else v0).ravel()
+        if not np.any(v0):
+            raise ValueError("v0 must be non-zero on the subspace the Jacobian uses")
+    if dim <= 64:
+        J = _dense(clin, n, d_in)
+        _, s, Wt = np.linalg.svd(J)
+        lam, z = s[0] ** 2, Wt[0]
+        count[0] = dim
+    elif method == "lanczos":
+        X_in = X if U is None else X @ U
+        lam, z, count[0] = _lanczos.lanczos_top(clin, n, d_in, tol=tol, v0=v0, seed=seed,
+                                                X_in=X_in, maxiter=maxiter)
+    else:
+        if v0 is None:
+            v0 = np.random.default_rng(seed).standard_normal(dim)
+        op = LinearOperator((dim, dim), matvec=normal, dtype=np.float64)
+        ncv_eff = min(dim - 1, max(ncv, 3))
+        vals, vecs = eigsh(op, k=1, which="LA", tol=tol, v0=v0, ncv=ncv_eff, maxiter=maxiter)
+        lam, z = float(vals[0]), vecs[:, 0]
+    value = float(np.sqrt(max(lam, 0.0)))
+    if not vectors:  # the value alone: no image product
+        return LipschitzResult(value, None, None, count[0])
+    right = z.reshape(n, d_in)
+    if U is not None:
+        right = right @ U.T
+    right = right / np.linalg.norm(right)
+    image = _apply_jvp(lin, right)
+    norm = np.linalg.norm(image)
+    left = image / norm if norm > 0 else image
+    return LipschitzResult(value, right, left, count[0])
+
+
+def _lipschitz_options(tol, seed, ncv, maxiter, method):
+    tol = _checks.positive_float(tol, "tol")
+    ncv = _checks.positive_int(ncv, "ncv")
+    if maxiter is not None:
+        maxiter = _checks.positive_int(maxiter, "maxiter")
+    if seed is not None and not isinstance(seed, (int, np.integer)):
+        raise ValueError(f"seed must be an integer, got {seed!r}")
+    if method not in ("lanczos", "arpack"):
+        raise ValueError(f"method must be 'lanczos' or 'arpack', got {method!r}")
+    return tol, seed, ncv, maxiter
+
+
+def _local_lipschitz(X, As, Vs, causal, weights, multi, tol, return_vectors, v0, seed, ncv,
+                     maxiter, method):
+    tol, seed, ncv, maxiter = _lipschitz_options(tol, seed, ncv, maxiter, method)
+    X = _checks.points(X, "X")
+    heads = _heads(As, Vs, X.shape[1], multi=multi)
+    causal = bool(causal)
+    merge = None
+    if not causal and weights is None and v0 is None and method == "lanczos":
+        merge = _coinciding_tokens(X)
+    if merge is not None:
+        res = _merged_top_singular(heads, merge, tol, seed, maxiter, bool(return_vectors))
+    else:
+        res = _top_singular(_linearise(X, heads, causal, weights), X, tol=tol, v0=v0,
+                            seed=seed, ncv=ncv, maxiter=maxiter, method=method,
+                            vectors=bool(return_vectors))
+    return res if return_vectors else res.value
