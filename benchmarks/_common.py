@@ -1,14 +1,14 @@
-"""Shared pieces of the benchmarks: interleaved timing, the machine line, result files."""
+"""Shared pieces of the benchmarks: each side in its own process, machine line, result files."""
 
 import datetime
-import math
+import json
 import os
 import platform
-import threading
+import subprocess
+import sys
 import time
 from pathlib import Path
 
-import numba
 import numpy as np
 import scipy
 
@@ -16,57 +16,38 @@ import scipy
 GENERATED = Path(__file__).resolve().parents[1] / "book" / "generated"
 
 
-#: Before each timed call, both cores are kept busy for this long (seconds, not timed).
-#: OpenBLAS and PyTorch's OpenMP keep their threads spinning for a while after a call
-#: (OpenBLAS up to 2^28 cycles by default), which would take the cores from the other
-#: library's next call; a plain pause lets them stop, but on a virtual machine it also lets
-#: the idle cores sleep, and the next call then waits for them (calls of 25 ms took up to
-#: 45 ms after a pause of 0.3 s).
-SETTLE = 0.3
-
-_BURN_STEPS = 200_000
+def cpus():
+    """Number of CPUs this process may use (its affinity, as ``taskset`` sets it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
-@numba.njit(nogil=True, cache=True)
-def _burn(steps):
-    """Busy arithmetic for ``steps`` steps, without the GIL."""
-    acc = 0.0
-    for i in range(steps):
-        acc += math.sqrt(i + acc * 1e-9)
-    return acc
-
-
-def _busy_cores(seconds, cores=2):
-    """Keep ``cores`` threads computing for ``seconds``."""
-    def work():
-        end = time.perf_counter() + seconds
-        while time.perf_counter() < end:
-            _burn(_BURN_STEPS)
-
-    threads = [threading.Thread(target=work) for _ in range(cores)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-
-
-def interleaved(fns, repeats):
-    """Wall-clock times ``times[k][r]`` of ``fns[k]()`` in repeat ``r``, run in turn.
-
-    The functions alternate within each repeat, so a change of machine load affects them
-    alike; report the min (least disturbed run) and the median of each. Before each call,
-    both cores compute for :data:`SETTLE` seconds (not timed), so that both libraries run
-    with their default threading without the other's idle threads in the way, on cores that
-    are awake.
-    """
-    times = [[] for _ in fns]
+def timed(fn, repeats):
+    """Wall-clock times of ``repeats`` calls of ``fn`` in turn (after the caller's untimed
+    first call)."""
+    times = []
     for _ in range(repeats):
-        for k, fn in enumerate(fns):
-            _busy_cores(SETTLE)
-            start = time.perf_counter()
-            fn()
-            times[k].append(time.perf_counter() - start)
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
     return times
+
+
+def run_side(script, args, cpu_list=None):
+    """Run ``script --side ...`` in its own process, bound to the CPUs ``cpu_list`` (e.g.
+    ``"0"`` or ``"0,1"``, through ``taskset -c``; all CPUs when ``None``), and return the
+    JSON object it prints on its last line. A side measured in its own process finds the
+    cores free: run in one process, one library's idle threads keep spinning after a call
+    (OpenBLAS, OpenMP) and take the cores from the other's next call."""
+    command = [sys.executable, str(script), *map(str, args)]
+    if cpu_list is not None:
+        command = ["taskset", "-c", cpu_list, *command]
+    res = subprocess.run(command, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed:\n{res.stderr}")
+    return json.loads(res.stdout.strip().splitlines()[-1])
 
 
 def stats(ts):
@@ -85,6 +66,17 @@ def cpu_model():
     return platform.processor() or platform.machine()
 
 
+def cpu_flags():
+    """Whether the CPU has AVX-512 or AVX2 (NumPy's exponential and the BLAS kernels depend
+    on it)."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            flags = next((line for line in info if line.startswith("flags")), "")
+    except OSError:
+        return "vector extensions unknown"
+    return "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
+
+
 def machine_line(torch=None):
     """One line naming the machine and the versions, for the result files."""
     cores = os.cpu_count()
@@ -94,9 +86,10 @@ def machine_line(torch=None):
         load = ""
     torch_part = ""
     if torch is not None:
-        torch_part = f", PyTorch {torch.__version__} ({torch.get_num_threads()} threads)"
-    return (f"Measured on {cpu_model()}, {cores} cores{load}; Python {platform.python_version()}, "
-            f"NumPy {np.__version__}, SciPy {scipy.__version__}{torch_part}; "
+        torch_part = f", PyTorch {torch.__version__}"
+    return (f"Measured on {cpu_model()} ({cpu_flags()}), {cores} CPUs{load}; "
+            f"Python {platform.python_version()}, NumPy {np.__version__}, "
+            f"SciPy {scipy.__version__}{torch_part}; "
             f"{datetime.date.today().isoformat()}.")
 
 

@@ -1,28 +1,32 @@
-r"""Softmax attention: the library against PyTorch and against its two-GEMM floor.
+r"""Softmax attention: the library against PyTorch and against the BLAS floor, on 1 and 2 CPUs.
 
-``transformer_pde.attention.softmax`` (log-sum-exp, queries processed in chunks) is timed, in
-the same run and at the same sizes, against
+``transformer_pde.attention.softmax`` (log-sum-exp, queries processed in chunks) is timed at
+the same sizes as
 
 - **PyTorch**: ``torch.nn.functional.scaled_dot_product_attention`` in float64 with
   ``scale=1``, queries :math:`A x_i`, keys :math:`x_j` and values :math:`V x_j` (the
   projections are computed inside the timed call, as the library computes them);
-- **floor**: the two matrix products no implementation can avoid, the logits
-  ``(n, d) x (d, n)`` and the values ``(n, n) x (n, d)``, in chunks of 512 queries (large
-  enough for efficient products, and an ``n x n`` matrix would not fit at ``n = 16000``),
-  with no exponential or normalisation.
+- **the BLAS floor**: the products no implementation can avoid, in NumPy: the projections
+  ``X A^T`` and ``X V^T``, the logits ``(n, d) x (d, n)`` and the weighted values
+  ``(n, n) x (n, d)``, in chunks of 512 queries (an ``n x n`` matrix would not fit at
+  ``n = 16000``), with no exponential or normalisation.
 
-Both NumPy's BLAS and PyTorch use 2 threads (``OPENBLAS_NUM_THREADS=2``,
-``torch.set_num_threads(2)``). Before timing, the library's and PyTorch's outputs are
-compared on 256 query rows with a direct float64 evaluation (full logits of those rows,
-``exp`` after subtracting the row maximum, normalisation); both must agree to ``1e-10``
-relative to the largest output. Times are min and median over interleaved runs (library,
-PyTorch and floor alternate): ``--repeats`` at the largest ``n``, more at smaller ones (see
-:func:`repeats_at`), whose short calls vary more from run to run. Then the peak memory of
-the library at ``n = 10^5``, ``d = 2`` (``tracemalloc`` for NumPy's allocations; the peak
-resident set of a fresh process), against the 1 GiB budget.
+**Each side runs in its own process** (this script with ``--side``), so that no other
+library's idle threads (OpenBLAS and OpenMP keep theirs spinning for a while after a call)
+take its cores. The process is bound with ``taskset -c 0`` (1 CPU) or ``taskset -c 0,1``
+(2 CPUs), and every side's threads follow that affinity: NumPy's OpenBLAS and the library
+(:func:`transformer_pde._kernels.thread_count`) read it, and PyTorch is given
+``torch.set_num_threads(len(os.sched_getaffinity(0)))``. In each process, one untimed call
+(whose output is checked afterwards on 256 query rows against a direct float64 evaluation:
+full logits of those rows, ``exp`` after subtracting the row maximum, normalisation; both
+sides must agree to ``1e-10`` relative to the largest output), then ``--repeats`` timed calls
+(more at small ``n``, see :func:`repeats_at`); the processes of the three sides run in turn,
+``--rounds`` times. Times are min and median over all timed calls. Then the peak memory of the
+library at ``n = 10^5``, ``d = 2`` (``tracemalloc`` for NumPy's allocations; the peak resident
+set of a fresh process), against the 1 GiB budget.
 
-Writes ``book/generated/bench_attention.md`` and ``.png`` (the performance appendix of
-the book includes them).
+Writes ``book/generated/bench_attention.md``, ``.json`` and ``.png`` (the performance appendix
+of the book includes them).
 
 Usage::
 
@@ -30,29 +34,32 @@ Usage::
     python benchmarks/bench_attention.py --quick   # smaller sizes, no files written
 """
 
+import argparse
+import json
 import os
+import subprocess
+import sys
+import tracemalloc
+from pathlib import Path
 
-THREADS = 2
-os.environ.setdefault("OPENBLAS_NUM_THREADS", str(THREADS))
-os.environ.setdefault("OMP_NUM_THREADS", str(THREADS))
-
-import argparse  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import tracemalloc  # noqa: E402
-
-import numpy as np  # noqa: E402
+import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 import _common  # noqa: E402
-from transformer_pde import attention  # noqa: E402
 
 GIB = 2.0**30
 MIB = 2.0**20
 RTOL = 1e-10
 CHECK_ROWS = 256
-FLOOR_TARGET = 1.3
 FLOOR_ROWS = 512
+SIDES = ("library", "PyTorch", "floor")
+#: The CPUs a side's process is bound to, by number of CPUs.
+CPU_LISTS = {1: "0", 2: "0,1"}
+#: The targets the report checks (medians): library / PyTorch, library / floor at d >= 64,
+#: speed-up of the library from 1 to 2 CPUs at n >= 4000.
+PEER_TARGET = 1.5
+FLOOR_TARGET = 1.15
+SCALING_TARGET = 1.7
 
 
 def problem(n, d, seed=0):
@@ -102,33 +109,71 @@ def torch_attention(torch, X, A, V):
 
 
 def repeats_at(n, repeats, n_max):
-    """Interleaved runs at ``n``: ``repeats`` times the square root of ``n_max / n``,
-    rounded (20, 10 and 5 at n = 1000, 4000 and 16000 for the default 5)."""
-    return max(repeats, round(repeats * (n_max / n) ** 0.5))
+    """Timed calls at ``n``: ``repeats`` times the square root of ``n_max / n``, rounded
+    (6, 3 and 2 at n = 1000, 4000 and 16000 for the default 2)."""
+    return max(repeats, round(repeats * (n_max / n) ** 0.5 * 0.75))
 
 
-def measure(torch, n, d, repeats):
+def side(name, n, d, repeats):
+    """In the side's own process: an untimed call, ``repeats`` timed calls, then the check
+    of the untimed call's output; returns the times, the threads used and the error."""
     X, A, V = problem(n, d)
-    ours = lambda: attention.softmax(X, A, V)  # noqa: E731
-    peer = torch_attention(torch, X, A, V)
-    floor = floor_products(X, A, V)
-    rows = np.random.default_rng(2).choice(n, size=min(CHECK_ROWS, n), replace=False)
-    ref = reference_rows(X, A, V, rows)
-    scale = np.abs(ref).max()
-    err_ours = np.abs(ours()[rows] - ref).max() / scale
-    err_peer = np.abs(peer().numpy()[rows] - ref).max() / scale
-    assert err_ours <= RTOL, ("library", n, d, err_ours)
-    assert err_peer <= RTOL, ("PyTorch", n, d, err_peer)
-    t_ours, t_peer, t_floor = _common.interleaved([ours, peer, floor], repeats)
-    row = dict(n=n, d=d, repeats=repeats, ours=_common.stats(t_ours), peer=_common.stats(t_peer),
-               floor=_common.stats(t_floor), err_ours=err_ours, err_peer=err_peer)
-    vs_peer = [row["ours"][k] / row["peer"][k] for k in range(2)]
-    vs_floor = [row["ours"][k] / row["floor"][k] for k in range(2)]
-    print(f"n={n:6d} d={d:4d}  library {1e3 * row['ours'][0]:9.2f} ms  PyTorch "
-          f"{1e3 * row['peer'][0]:9.2f} ms  floor {1e3 * row['floor'][0]:9.2f} ms  "
-          f"library/PyTorch {vs_peer[0]:5.2f} (median {vs_peer[1]:5.2f})  library/floor "
-          f"{vs_floor[0]:5.2f} (median {vs_floor[1]:5.2f})  errors {err_ours:.1e}, "
-          f"{err_peer:.1e}", flush=True)
+    cpus = _common.cpus()
+    if name == "library":
+        from transformer_pde import _kernels, attention
+
+        def fn():
+            return attention.softmax(X, A, V)
+
+        threads = _kernels.thread_count()
+    elif name == "PyTorch":
+        import torch
+
+        torch.set_num_threads(cpus)
+        peer = torch_attention(torch, X, A, V)
+
+        def fn():
+            return peer().numpy()
+
+        threads = torch.get_num_threads()
+    else:
+        from threadpoolctl import threadpool_info
+
+        fn = floor_products(X, A, V)
+        threads = max(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas")
+    out = fn()
+    times = _common.timed(fn, repeats)
+    error = None
+    if out is not None:  # checked after timing: the reference's products would compete
+        rows = np.random.default_rng(2).choice(n, size=min(CHECK_ROWS, n), replace=False)
+        ref = reference_rows(X, A, V, rows)
+        error = float(np.abs(out[rows] - ref).max() / np.abs(ref).max())
+    return dict(times=times, cpus=cpus, threads=threads, error=error)
+
+
+def measure(n, d, cpus, repeats, rounds):
+    """The three sides at ``(n, d)`` on ``cpus`` CPUs, each in its own process."""
+    row = dict(n=n, d=d, cpus=cpus, repeats=repeats * rounds)
+    times = {name: [] for name in SIDES}
+    for _ in range(rounds):
+        for name in SIDES:
+            res = _common.run_side(Path(__file__), ["--side", name, "--n", n, "--d", d,
+                                                    "--repeats", repeats], CPU_LISTS[cpus])
+            assert res["cpus"] == cpus, (name, res)
+            times[name] += res["times"]
+            row[f"threads_{name}"] = res["threads"]
+            if res["error"] is not None:
+                assert res["error"] <= RTOL, (name, n, d, res["error"])
+                row[f"error_{name}"] = res["error"]
+    for name in SIDES:
+        row[name] = _common.stats(times[name])
+    lib, peer, floor = (row[name] for name in SIDES)
+    print(f"{cpus} CPU n={n:6d} d={d:4d}  library {1e3 * lib[0]:9.2f} ms  PyTorch "
+          f"{1e3 * peer[0]:9.2f} ms  floor {1e3 * floor[0]:9.2f} ms  library/PyTorch "
+          f"{lib[0] / peer[0]:5.2f} (median {lib[1] / peer[1]:5.2f})  library/floor "
+          f"{lib[0] / floor[0]:5.2f} (median {lib[1] / floor[1]:5.2f})  threads "
+          f"{row['threads_library']}/{row['threads_PyTorch']}/{row['threads_floor']}",
+          flush=True)
     return row
 
 
@@ -163,6 +208,8 @@ print(before, after)
 
 def memory(n, d):
     """Peak memory of one call: (tracemalloc peak, RSS before, RSS after), in bytes."""
+    from transformer_pde import attention
+
     X, A, V = problem(n, d)
     tracemalloc.start()
     tracemalloc.reset_peak()
@@ -179,50 +226,73 @@ def memory(n, d):
     return peak, before, after
 
 
-def report(rows, mem, n_mem, machine):
+def _ms(t):
+    """Milliseconds, 3 significant digits without exponents."""
+    t = 1e3 * t
+    return f"{t:.0f}" if t >= 100 else f"{t:.3g}"
+
+
+def _pair(a, b):
+    return f"{a[0] / b[0]:.2f} / {a[1] / b[1]:.2f}"
+
+
+def _table(rows):
     header = ["n", "d", "library ms", "PyTorch ms", "floor ms", "library / PyTorch",
-              "library / floor", "errors: library / PyTorch"]
+              "library / floor", "threads", "errors: library / PyTorch"]
+    body = [[r["n"], r["d"], *(f"{_ms(r[k][0])} / {_ms(r[k][1])}" for k in SIDES),
+             _pair(r["library"], r["PyTorch"]), _pair(r["library"], r["floor"]),
+             f"{r['threads_library']} / {r['threads_PyTorch']} / {r['threads_floor']}",
+             f"{r['error_library']:.1e} / {r['error_PyTorch']:.1e}"] for r in rows]
+    return _common.markdown_table(header, body)
 
-    def ms(t):  # milliseconds, 3 significant digits without exponents
-        t = 1e3 * t
-        return f"{t:.0f}" if t >= 100 else f"{t:.3g}"
 
+def _scaling(one, two):
+    header = ["n", "d", "library", "PyTorch", "floor"]
     body = []
-    for r in rows:
-        body.append([r["n"], r["d"],
-                     f"{ms(r['ours'][0])} / {ms(r['ours'][1])}",
-                     f"{ms(r['peer'][0])} / {ms(r['peer'][1])}",
-                     f"{ms(r['floor'][0])} / {ms(r['floor'][1])}",
-                     f"{r['ours'][0] / r['peer'][0]:.2f} / {r['ours'][1] / r['peer'][1]:.2f}",
-                     f"{r['ours'][0] / r['floor'][0]:.2f} / {r['ours'][1] / r['floor'][1]:.2f}",
-                     f"{r['err_ours']:.1e} / {r['err_peer']:.1e}"])
-    peak, before, after = mem
-    slower = [(r["n"], r["d"]) for r in rows if r["ours"][1] > r["peer"][1]]
-    off_floor = [(r["n"], r["d"]) for r in rows
-                 if r["d"] >= 64 and r["ours"][1] > FLOOR_TARGET * r["floor"][1]]
+    for a, b in zip(one, two, strict=True):
+        body.append([a["n"], a["d"], *(_pair(a[k], b[k]) for k in SIDES)])
+    return _common.markdown_table(header, body)
 
-    def sizes(lst):
-        return ", ".join(f"(n = {n}, d = {d})" for n, d in lst) or "none"
 
-    def runs(rows):
-        per_n = {r["n"]: r["repeats"] for r in rows}
-        return ", ".join(f"{k} at n = {n}" for n, k in sorted(per_n.items()))
+def _sizes(pairs):
+    return ", ".join(f"(n = {n}, d = {d})" for n, d in pairs) or "none"
 
-    return (f"{machine} Float64; NumPy's BLAS and PyTorch on {THREADS} threads. Every "
-            f"time and ratio is min / median over interleaved runs ({runs(rows)}: more at "
-            f"small n, whose short calls vary more); times in "
-            f"milliseconds, ratios are library time / peer time (below 1: the library is "
+
+def report(rows, mem, n_mem, machine):
+    two = [r for r in rows if r["cpus"] == 2]
+    one = [r for r in rows if r["cpus"] == 1]
+    runs = ", ".join(f"{k} at n = {n}" for n, k in sorted({r["n"]: r["repeats"]
+                                                              for r in rows}.items()))
+    slower = [(r["n"], r["d"]) for r in two
+              if r["library"][1] > PEER_TARGET * r["PyTorch"][1]]
+    off_floor = [(r["n"], r["d"]) for r in two
+                 if r["d"] >= 64 and r["library"][1] > FLOOR_TARGET * r["floor"][1]]
+    text = (f"{machine} Float64. Each side in its own process, bound to 1 CPU "
+            f"(`taskset -c 0`) or 2 (`taskset -c 0,1`), its threads following that affinity "
+            f"(the threads column: library / PyTorch / NumPy's BLAS). Times are min / median "
+            f"over the timed calls ({runs}: more at small n, whose short calls vary more), in "
+            f"milliseconds; ratios are library time / other time (below 1: the library is "
             f"faster). Errors: largest deviation from a direct float64 evaluation on "
             f"{CHECK_ROWS} query rows, relative to the largest output.\n\n"
-            + _common.markdown_table(header, body) + "\n\n"
-            f"Sizes where the library's median time is above PyTorch's: {sizes(slower)}. "
-            f"Sizes with d ≥ 64 where it is above {FLOOR_TARGET}× the floor (median): "
-            f"{sizes(off_floor)}.\n\n"
-            f"Memory at n = {n_mem:,}, d = 2 (one dense n × n float64 matrix would take "
-            f"{8 * n_mem**2 / GIB:.0f} GiB): NumPy allocations during the call peak at "
-            f"{peak / MIB:.0f} MiB (tracemalloc); a fresh process running the call peaks at "
-            f"{after / MIB:.0f} MiB resident ({before / MIB:.0f} MiB before it: interpreter, "
-            f"NumPy, SciPy, data).\n")
+            f"**2 CPUs**\n\n{_table(two)}\n\n")
+    if one:
+        not_scaling = [(a["n"], a["d"]) for a, b in zip(one, two, strict=True)
+                       if a["n"] >= 4000 and a["library"][1] / b["library"][1] < SCALING_TARGET]
+        text += (f"**1 CPU**\n\n{_table(one)}\n\n"
+                 f"**Speed-up from 1 to 2 CPUs** (time on 1 CPU / time on 2, min / median)\n\n"
+                 f"{_scaling(one, two)}\n\n"
+                 f"Sizes with n ≥ 4000 where the library's median speed-up is below "
+                 f"{SCALING_TARGET}: {_sizes(not_scaling)}. ")
+    text += (f"Sizes where the library's median time on 2 CPUs is above {PEER_TARGET}× "
+             f"PyTorch's: {_sizes(slower)}. Sizes with d ≥ 64 where it is above "
+             f"{FLOOR_TARGET}× the floor: {_sizes(off_floor)}.\n\n")
+    peak, before, after = mem
+    text += (f"Memory at n = {n_mem:,}, d = 2 (one dense n × n float64 matrix would take "
+             f"{8 * n_mem**2 / GIB:.0f} GiB): NumPy allocations during the call peak at "
+             f"{peak / MIB:.0f} MiB (tracemalloc); a fresh process running the call peaks at "
+             f"{after / MIB:.0f} MiB resident ({before / MIB:.0f} MiB before it: interpreter, "
+             f"NumPy, SciPy, data).\n")
+    return text
 
 
 def figure(rows, path):
@@ -232,20 +302,21 @@ def figure(rows, path):
     from transformer_pde.plotting import use_house_style
 
     use_house_style()
+    rows = [r for r in rows if r["cpus"] == 2]
     ns = sorted({r["n"] for r in rows})
     ds = sorted({r["d"] for r in rows})
     fig, axes = plt.subplots(1, 2, figsize=(6.8, 2.8), sharey=False)
     width = 0.8 / len(ns)
     x = np.arange(len(ds))
-    for ax, key, title, target in ((axes[0], "peer", "library / PyTorch", 1.0),
-                                   (axes[1], "floor", "library / two-GEMM floor", FLOOR_TARGET)):
+    for ax, key, title, target in ((axes[0], "PyTorch", "library / PyTorch", PEER_TARGET),
+                                   (axes[1], "floor", "library / BLAS floor", FLOOR_TARGET)):
         for k, n in enumerate(ns):
             sel = {r["d"]: r for r in rows if r["n"] == n}
-            med = [sel[d]["ours"][1] / sel[d][key][1] if d in sel else np.nan for d in ds]
+            med = [sel[d]["library"][1] / sel[d][key][1] if d in sel else np.nan for d in ds]
             ax.bar(x + (k - (len(ns) - 1) / 2) * width, med, width=width, label=f"n = {n}")
         ax.axhline(target, color="k", ls="--", lw=1)
         ax.set_xticks(x, [f"d = {d}" for d in ds])
-        ax.set_ylabel(f"{title}\n(median time ratio)")
+        ax.set_ylabel(f"{title}\n(median time ratio, 2 CPUs)")
     top = max(ax.get_ylim()[1] for ax in axes)
     for ax in axes:  # room above the bars for the legend, clear of the target line
         ax.set_ylim(0, 1.3 * top)
@@ -259,25 +330,53 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
                         help="n in {500, 2000}, d in {2, 64}, memory at n = 20000; no files")
-    parser.add_argument("--repeats", type=int, default=5,
-                        help="interleaved runs at the largest n (more at smaller n)")
+    parser.add_argument("--repeats", type=int, default=2,
+                        help="timed calls per process at the largest n (more at smaller n)")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="processes per side, size and number of CPUs, run in turn")
+    parser.add_argument("--cpus", type=int, nargs="+", default=[1, 2], choices=[1, 2])
+    parser.add_argument("--ns", type=int, nargs="+", default=[1000, 4000, 16000])
+    parser.add_argument("--ds", type=int, nargs="+", default=[2, 64, 384])
+    parser.add_argument("--merge", action="store_true",
+                        help="re-measure only --ns x --ds (both CPU counts) and keep the other "
+                             "rows of book/generated/bench_attention.json")
     parser.add_argument("--no-write", action="store_true", help="do not write book/generated")
+    parser.add_argument("--side", choices=SIDES, help=argparse.SUPPRESS)
+    parser.add_argument("--n", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--d", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.side:  # a side's own process
+        print(json.dumps(side(args.side, args.n, args.d, args.repeats)))
+        return
+    if len(os.sched_getaffinity(0)) < max(args.cpus):
+        sys.exit(f"bench_attention: {max(args.cpus)} CPUs needed, this process may use "
+                 f"{len(os.sched_getaffinity(0))}")
     import torch
 
-    torch.set_num_threads(THREADS)
     if args.quick:
         ns, ds, n_mem = (500, 2000), (2, 64), 20_000
     else:
-        ns, ds, n_mem = (1000, 4000, 16000), (2, 64, 384), 100_000
+        ns, ds, n_mem = args.ns, args.ds, 100_000
     machine = _common.machine_line(torch)
     print(machine)
-    rows = [measure(torch, n, d, repeats_at(n, args.repeats, max(ns))) for n in ns for d in ds]
+    rows = [measure(n, d, cpus, repeats_at(n, args.repeats, 16000), args.rounds)
+            for cpus in sorted(args.cpus) for n in ns for d in ds]
+    saved = _common.GENERATED / "bench_attention.json"
+    if args.merge and saved.exists():
+        stored = json.loads(saved.read_text())
+        new = {(r["cpus"], r["n"], r["d"]) for r in rows}
+        rows = sorted(rows + [r for r in stored["rows"] if (r["cpus"], r["n"], r["d"]) not in new],
+                      key=lambda r: (r["cpus"], r["n"], r["d"]))
+        machine = (stored["machine"] + " The rows for "
+                   + ", ".join(f"(n = {n}, d = {d})" for n in ns for d in ds)
+                   + f" come from a later run (load average {os.getloadavg()[0]:.1f}).")
     mem = memory(n_mem, 2)
     text = report(rows, mem, n_mem, machine)
     print(text)
     if not args.no_write and not args.quick:
         _common.write_result("attention", text)
+        (_common.GENERATED / "bench_attention.json").write_text(
+            json.dumps({"machine": machine, "rows": rows}, indent=1))
         figure(rows, _common.GENERATED / "bench_attention.png")
 
 

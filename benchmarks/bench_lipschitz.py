@@ -6,19 +6,22 @@ error of the constant) is timed against **the published method**, implemented he
 PyTorch: power iteration on :math:`J^\top J` with ``torch.func.jvp`` and ``torch.func.vjp`` on
 the attention map (with the tangent output of ``jvp``, i.e. the released index bug fixed),
 stopping when the relative change of the eigenvalue estimate is at most ``1e-6``. Both run in
-float64 on 2 threads (``OPENBLAS_NUM_THREADS=2``, ``torch.set_num_threads(2)``). The library
-is timed as a user calls it for the constant alone (``local_lipschitz(X, A, V, tol=1e-6)``);
-its number of products comes from an untimed call with ``return_vectors=True``.
+float64, **each in its own process** (this script with ``--side``) bound to the CPUs 0 and 1
+(``taskset -c 0,1``), with threads following that affinity (NumPy's BLAS reads it; PyTorch
+gets ``torch.set_num_threads(len(os.sched_getaffinity(0)))``). The library is timed as a
+user calls it for the constant alone (``local_lipschitz(X, A, V, tol=1e-6)``); its value and
+number of products come from an untimed first call with ``return_vectors=True``.
 
 Workloads at ``d = 384``: Gaussian tokens; tokens in 4 tight clusters of large norm (sharp
 attention, small spectral gap); the adversarial configuration of chapter 5 (symmetric ``A``,
 ``V = I``); real MiniLM hidden states (input of layer 3, head 0 in factored form, and all
 12 heads). Before timing, both methods' constants are compared with a tight reference
 (``local_lipschitz`` at ``tol = 1e-12``; ARPACK at ``tol = 1e-12`` as well for ``n = 128``,
-an independent algorithm) and their relative errors are reported. Times are min and median
-over interleaved runs (library and peer alternate): at least ``--repeats``, and more where
-the published method's untimed first call was short, up to :data:`TIMED_SECONDS` of its
-calls and at most :data:`MAX_REPEATS` runs (short calls vary more from run to run).
+an independent algorithm) and their relative errors are reported, with the library's product
+counts against the stored results. Times are min and median over timed calls: at least
+``--repeats``, and more where the published method's untimed first call was short, up to
+:data:`TIMED_SECONDS` of its calls and at most :data:`MAX_REPEATS` calls (short calls vary
+more from run to run); the library makes as many calls in its own process.
 
 Writes ``book/generated/bench_lipschitz.md`` and ``.png`` (the performance appendix of the
 book includes them).
@@ -31,18 +34,14 @@ Usage::
     python benchmarks/bench_lipschitz.py --sizes 2048 --merge  # add one size to the results
 """
 
+import argparse
+import json
 import os
+import sys
+import time
+from pathlib import Path
 
-THREADS = 2
-os.environ.setdefault("OPENBLAS_NUM_THREADS", str(THREADS))
-os.environ.setdefault("OMP_NUM_THREADS", str(THREADS))
-
-import argparse  # noqa: E402
-import json  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-
-import numpy as np  # noqa: E402
+import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 import _common  # noqa: E402
@@ -55,6 +54,8 @@ PEER_RTOL = 1e-6
 TIMED_SECONDS = 5.0
 #: ...but no more than this many.
 MAX_REPEATS = 11
+#: The CPUs each side's process is bound to.
+CPU_LIST = "0,1"
 
 
 # ------------------------------------------------------------------ workloads
@@ -168,7 +169,27 @@ def ours(X, A, V, multi, vectors=True, **kw):
     return fn(X, A, V, return_vectors=vectors, **kw)
 
 
-def measure(torch, name, n, repeats):
+def side(which, name, n, repeats):
+    """In the side's own process: an untimed first call, then the timed calls."""
+    build, multi = WORKLOADS[name]
+    X, A, V = build(n)
+    if which == "library":
+        res = ours(X, A, V, multi, tol=TOL)
+        times = _common.timed(lambda: ours(X, A, V, multi, vectors=False, tol=TOL), repeats)
+        return dict(value=res.value, products=res.matvecs, times=times)
+    import torch
+
+    torch.set_num_threads(_common.cpus())
+    f = torch_map(torch, A, V, multi)
+    start = time.perf_counter()
+    value, steps = power_iteration(torch, f, X)
+    first = time.perf_counter() - start
+    repeats = max(repeats, min(MAX_REPEATS, int(TIMED_SECONDS / first)))
+    times = _common.timed(lambda: power_iteration(torch, f, X), repeats)
+    return dict(value=value, steps=steps, times=times, threads=torch.get_num_threads())
+
+
+def measure(name, n, repeats, stored):
     build, multi = WORKLOADS[name]
     X, A, V = build(n)
     ref = ours(X, A, V, multi, tol=1e-12).value
@@ -177,24 +198,26 @@ def measure(torch, name, n, repeats):
         arpack = ours(X, A, V, multi, tol=1e-12, method="arpack", ncv=30).value
         assert abs(arpack - ref) <= 1e-10 * ref, (arpack, ref)
         check = "ARPACK agrees"
-    f = torch_map(torch, A, V, multi)
-    res = ours(X, A, V, multi, tol=TOL)
-    start = time.perf_counter()
-    sig_peer, steps = power_iteration(torch, f, X)
-    peer_seconds = time.perf_counter() - start
-    repeats = max(repeats, min(MAX_REPEATS, int(TIMED_SECONDS / peer_seconds)))
-    err_ours, err_peer = abs(res.value - ref) / ref, abs(sig_peer - ref) / ref
+    args = ["--workload", name, "--n", n]
+    peer = _common.run_side(Path(__file__), ["--side", "published", *args, "--repeats", repeats],
+                            CPU_LIST)
+    lib = _common.run_side(Path(__file__), ["--side", "library", *args, "--repeats",
+                                            len(peer["times"])], CPU_LIST)
+    err_ours, err_peer = abs(lib["value"] - ref) / ref, abs(peer["value"] - ref) / ref
     assert err_ours <= TOL, (name, n, err_ours)
-    t_ours, t_peer = _common.interleaved(
-        [lambda: ours(X, A, V, multi, vectors=False, tol=TOL),
-         lambda: power_iteration(torch, f, X)], repeats)
-    row = dict(name=name, n=n, repeats=repeats, ours=_common.stats(t_ours),
-               peer=_common.stats(t_peer),
-               products=res.matvecs, steps=steps, err_ours=err_ours, err_peer=err_peer)
-    print(f"{name:26s} n={n:5d}  ours {row['ours'][0]:8.3f} s ({res.matvecs:3d} products, err "
-          f"{err_ours:.1e})  peer {row['peer'][0]:8.3f} s ({steps:4d} steps, err {err_peer:.1e})"
-          f"  ratio min {row['peer'][0] / row['ours'][0]:5.1f}  median "
-          f"{row['peer'][1] / row['ours'][1]:5.1f}  {check}", flush=True)
+    row = dict(name=name, n=n, repeats=len(peer["times"]), ours=_common.stats(lib["times"]),
+               peer=_common.stats(peer["times"]), value=lib["value"],
+               products=lib["products"], steps=peer["steps"], err_ours=err_ours,
+               err_peer=err_peer)
+    old = stored.get((name, n))
+    same = "" if old is None else (
+        f"products {'unchanged' if old['products'] == row['products'] else 'CHANGED'} "
+        f"({old['products']}), error {'unchanged' if old['err_ours'] == err_ours else 'CHANGED'}")
+    print(f"{name:26s} n={n:5d}  ours {row['ours'][0]:8.3f} s ({lib['products']:3d} products, "
+          f"value {lib['value']:.10g}, err {err_ours:.1e})  peer {row['peer'][0]:8.3f} s "
+          f"({peer['steps']:4d} steps, err {err_peer:.1e})  speed-up min "
+          f"{row['peer'][0] / row['ours'][0]:5.1f}  median {row['peer'][1] / row['ours'][1]:5.1f}"
+          f"  {check}  {same}", flush=True)
     return row
 
 
@@ -219,9 +242,9 @@ def report(rows, machine):
     text = (f"{machine} Float64 results; both methods target a relative error of 1e-6 "
             f"(library: `tol=1e-6`; published method: power iteration on $J^\\top J$ with "
             f"`torch.func.jvp`/`vjp`, stopping when the eigenvalue estimate changes by at most "
-            f"1e-6, relative). Times in seconds over interleaved runs (their number in the last "
-            f"column), as min / median; speed-up = published time / library time (min / "
-            f"median); errors against a tight reference "
+            f"1e-6, relative). Times in seconds over "
+            f"timed calls (their number in the last column), as min / median; speed-up = "
+            f"published time / library time (min / median); errors against a tight reference "
             f"(`tol=1e-12`).\n\n" + _common.markdown_table(header, body) + "\n\n"
             f"Chapter 5 summary (n = {n_ch5}, d = {D}; median speed-up):\n\n"
             + _common.markdown_table(["input", "library products", "power-iteration steps",
@@ -275,37 +298,43 @@ def main():
     parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS),
                         choices=list(WORKLOADS), metavar="NAME")
     parser.add_argument("--repeats", type=int, default=3,
-                        help="fewest interleaved runs (more where calls are short)")
+                        help="fewest timed calls (more where calls are short)")
     parser.add_argument("--no-write", action="store_true", help="do not write book/generated")
     parser.add_argument("--report-only", action="store_true",
                         help="rewrite the table and figure from the stored JSON, no timing")
     parser.add_argument("--merge", action="store_true",
                         help="keep the other sizes' rows of book/generated/bench_lipschitz.json")
+    parser.add_argument("--side", choices=["library", "published"], help=argparse.SUPPRESS)
+    parser.add_argument("--workload", choices=list(WORKLOADS), help=argparse.SUPPRESS)
+    parser.add_argument("--n", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.side:  # a side's own process
+        print(json.dumps(side(args.side, args.workload, args.n, args.repeats)))
+        return
     saved = _common.GENERATED / "bench_lipschitz.json"
     if args.report_only:
         stored = json.loads(saved.read_text())
         _common.write_result("lipschitz", report(stored["rows"], stored["machine"]))
         figure(stored["rows"], _common.GENERATED / "bench_lipschitz.png")
         return
-    import torch
-
-    torch.set_num_threads(THREADS)
     sizes, names = args.sizes, args.workloads
     if args.quick:
         sizes, names = [128], ["Gaussian", "clustered"]
+    import torch
+
     machine = _common.machine_line(torch)
     print(machine)
+    previous = json.loads(saved.read_text()) if saved.exists() else {"rows": []}
+    stored = {(r["name"], r["n"]): r for r in previous["rows"]}
     kept = []
-    if args.merge and saved.exists():
-        previous = json.loads(saved.read_text())
+    if args.merge and previous["rows"]:
         kept = [r for r in previous["rows"] if r["n"] not in sizes]
         machine = (previous["machine"].split(" The rows for n = ")[0]
                    + f" The rows for n = {', '.join(map(str, sizes))} come from a second run "
                    f"(load average {os.getloadavg()[0]:.1f}).")
     rows = []
     for n, name in ((n, name) for n in sizes for name in names):  # files rewritten each time
-        rows.append(measure(torch, name, n, args.repeats))
+        rows.append(measure(name, n, args.repeats, stored))
         everything = sorted(kept + rows, key=lambda r: r["n"])
         text = report(everything, machine)
         if not args.no_write and not args.quick:

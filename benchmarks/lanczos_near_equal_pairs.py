@@ -22,12 +22,9 @@ Usage::
 """
 
 import argparse
-import os
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "2")
-
-import numpy as np  # noqa: E402
-from transformer_pde import lipschitz  # noqa: E402
+import numpy as np
+from transformer_pde import lipschitz
 
 TOLS = (1e-4, 1e-6, 1e-10)
 

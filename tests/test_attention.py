@@ -7,7 +7,6 @@ occur. Causal (masked) attention is referenced through its definition
 ``x_1..x_i`` with the prefix weights renormalised.
 """
 
-import itertools
 import math
 
 import numpy as np
@@ -16,7 +15,7 @@ import pytest
 import threadpoolctl
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from transformer_pde import attention
+from transformer_pde import _kernels, attention
 
 # --------------------------------------------------------------------------------------
 # loop references
@@ -411,21 +410,29 @@ def test_automatic_chunks_match_one_dense_block(causal):
     np.testing.assert_allclose(P @ X @ V.T, auto, rtol=1e-11, atol=1e-12)
 
 
+def _plan(monkeypatch, threads, m, n, inner, p):
+    """The plan of a call on a machine where a call may use ``threads`` threads."""
+    monkeypatch.setattr(_kernels, "thread_count", lambda: threads)
+    return _kernels.Plan(m, n, inner, p, None)
+
+
+@pytest.mark.parametrize("threads", [2, 3, 16])
 @pytest.mark.parametrize("causal", [False, True])
-def test_concurrent_chunks_of_large_inner_dimension_match_one_dense_block(causal):
-    # d = 32 (above the fused path): 1100 queries make five chunks of 238, which run
-    # concurrently with NumPy's BLAS on the calling threads; the BLAS setting is restored
+def test_concurrent_chunks_of_large_inner_dimension_match_one_dense_block(causal, threads,
+                                                                          monkeypatch):
+    # d = 32 (above the fused path): 1100 queries make chunks that run concurrently, one
+    # task per thread, with NumPy's BLAS on the calling threads; the BLAS setting is restored
     rng = np.random.default_rng(7)
     X = rng.normal(size=(1100, 32))
     A = rng.normal(size=(32, 32)) / 32
     V = rng.normal(size=(32, 32))
-    assert attention._chunks_on_cores(1100, 1100, 32, 32, None) == (attention._THREADS > 1)
-    # fewer than 2 tokens per dimension, or fewer than 2^25 multiply-adds in the logits:
-    # chunks in turn, the products on all cores
-    assert not attention._chunks_on_cores(700, 700, 384, 384, None)
-    assert not attention._chunks_on_cores(300, 300, 64, 64, None)
-    assert attention._chunks_on_cores(1000, 1000, 384, 384, None) == (attention._THREADS > 1)
-    assert attention._chunks_on_cores(4000, 4000, 384, 384, None) == (attention._THREADS > 1)
+    assert _plan(monkeypatch, threads, 1100, 1100, 32, 32).concurrent
+    # fewer than 2 tokens per dimension, or fewer than 2^25 multiply-adds in the logits, or
+    # one thread: chunks in turn, the products on BLAS's threads
+    assert not _plan(monkeypatch, threads, 700, 700, 384, 384).concurrent
+    assert not _plan(monkeypatch, threads, 300, 300, 64, 64).concurrent
+    assert not _plan(monkeypatch, 1, 4000, 4000, 384, 384).concurrent
+    assert _plan(monkeypatch, threads, 1000, 1000, 384, 384).concurrent
     before = threadpoolctl.threadpool_info()
     auto = attention.softmax(X, A, V, causal=causal)
     assert threadpoolctl.threadpool_info() == before
@@ -435,21 +442,24 @@ def test_concurrent_chunks_of_large_inner_dimension_match_one_dense_block(causal
     np.testing.assert_allclose(P @ X @ V.T, auto, rtol=1e-11, atol=1e-12)
 
 
-def test_concurrent_chunks_are_equal_and_shared_evenly_between_the_cores():
-    for m, n, inner, p in ((1000, 1000, 64, 64), (4000, 4000, 384, 384), (1001, 1001, 32, 3),
-                           (4097, 4097, 8, 2)):
-        bounds = attention._bounds(m, n, None, inner, p, True)
+@pytest.mark.parametrize("threads", [2, 3, 16])
+def test_concurrent_chunks_are_equal_and_shared_evenly_between_the_threads(threads,
+                                                                         monkeypatch):
+    for m, n, inner, p in ((1000, 1000, 64, 64), (4000, 4000, 384, 384), (1101, 1101, 32, 3),
+                           (4097, 4097, 20, 2)):
+        plan = _plan(monkeypatch, threads, m, n, inner, p)
+        assert plan.concurrent
+        bounds = plan.bounds()
         starts, stops = zip(*bounds, strict=True)
         assert starts[0] == 0 and stops[-1] == m and starts[1:] == stops[:-1]
         sizes = [b - a for a, b in bounds]
         assert max(sizes) - min(sizes) <= 1
-        assert len(bounds) % attention._THREADS == 0
+        assert len(bounds) % threads == 0
 
 
-def test_scratch_arrays_reused_across_calls_of_other_sizes_do_not_leak():
-    # the projections and the logits go through arrays each thread keeps between calls:
-    # calls of other sizes in between must not change a result, and a returned array must
-    # not be one of them
+def test_calls_of_other_sizes_in_between_change_no_result():
+    # calls of other sizes in between must not change a result, and two calls must not
+    # return the same array
     rng = np.random.default_rng(9)
     problems = []
     for n, d in ((700, 64), (300, 20), (1200, 48), (700, 64)):
@@ -890,35 +900,45 @@ def test_chunks_on_several_threads_raise_the_error_of_their_query():
             attention.softmax(X, 1e10 * np.eye(2), np.eye(2), queries=queries)
 
 
-def test_pool_workers_bound_one_per_cpu_only_when_the_process_has_as_many_cpus(monkeypatch):
-    # bound workers cannot tie several processes to the same cores of a larger machine
-    monkeypatch.setattr(attention.os, "sched_getaffinity", lambda pid: {3, 5}, raising=False)
-    monkeypatch.setattr(attention, "_THREADS", 2)
-    assert attention._worker_cpus() == [3, 5]
-    monkeypatch.setattr(attention.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3},
+def test_thread_count_follows_the_cpus_and_the_blas_limit(monkeypatch):
+    # a machine with 16 CPUs: 16 threads when BLAS may use 16, fewer under a lower limit
+    # (threadpoolctl, or OMP_NUM_THREADS and the like, which set BLAS's limit), no constant cap
+    monkeypatch.setattr(_kernels.os, "sched_getaffinity", lambda pid: set(range(16)),
                         raising=False)
-    assert attention._worker_cpus() is None
-    bound = []
-    monkeypatch.setattr(attention.os, "sched_setaffinity",
-                        lambda pid, cpus: bound.append(cpus), raising=False)
-    counter = itertools.count()
-    attention._bind_worker([3, 5], counter)
-    attention._bind_worker([3, 5], counter)
-    attention._bind_worker([3, 5], counter)
-    assert bound == [{3}, {5}, {3}]
+    with threadpoolctl.threadpool_limits(limits=16, user_api="blas"):
+        assert _kernels.thread_count() == 16
+    with threadpoolctl.threadpool_limits(limits=3, user_api="blas"):
+        assert _kernels.thread_count() == 3
+    with threadpoolctl.threadpool_limits(limits=1, user_api="blas"):
+        assert _kernels.thread_count() == 1
+        assert not _kernels.Plan(4000, 4000, 384, 384, None).concurrent
+    monkeypatch.setattr(_kernels.os, "sched_getaffinity", lambda pid: {3, 5}, raising=False)
+    with threadpoolctl.threadpool_limits(limits=16, user_api="blas"):
+        assert _kernels.thread_count() == 2
 
+
+def test_no_thread_is_pinned_to_a_cpu(monkeypatch):
     def refuse(pid, cpus):
-        raise OSError("not permitted")
+        raise AssertionError("the library must not pin threads to CPUs")
 
-    monkeypatch.setattr(attention.os, "sched_setaffinity", refuse, raising=False)
-    attention._bind_worker([3, 5], counter)  # best effort: no error
+    monkeypatch.setattr(_kernels.os, "sched_setaffinity", refuse, raising=False)
+    monkeypatch.setattr(_kernels, "thread_count", lambda: 4)
+    monkeypatch.setattr(_kernels, "_pool", None)  # a new pool starts its threads here
+    rng = np.random.default_rng(11)
+    for d in (2, 40):
+        X = rng.normal(size=(1200, d))
+        A = rng.normal(size=(d, d)) / d
+        V = rng.normal(size=(d, d))
+        np.testing.assert_allclose(attention.softmax(X, A, V),
+                                   attention.softmax(X, A, V, chunk_size=1200),
+                                   rtol=1e-13, atol=1e-14)
 
 
 def test_a_calling_thread_bound_to_one_cpu_keeps_its_chunks(monkeypatch):
     # workers it started would inherit its single CPU: the chunks run in turn on it
-    monkeypatch.setattr(attention.os, "sched_getaffinity", lambda pid: {0}, raising=False)
-    assert not attention._pool_pays()
-    assert not attention._chunks_on_cores(4000, 4000, 384, 384, None)
+    monkeypatch.setattr(_kernels.os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert _kernels.thread_count() == 1
+    assert not _kernels.Plan(4000, 4000, 384, 384, None).concurrent
     rng = np.random.default_rng(10)
     X = rng.normal(size=(1100, 32))
     A = rng.normal(size=(32, 32)) / 32

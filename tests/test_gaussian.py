@@ -5,6 +5,7 @@ z-test over independent replicates), finite differences of the particle flow, th
 form for V = I, dense linear algebra, the SymPy expressions of transformer_pde.symbolic.
 """
 
+import joblib
 import numpy as np
 import pytest
 from transformer_pde import attention, dynamics
@@ -541,19 +542,40 @@ def test_clustering_rank_draws_identity_gives_ceil_half_d():
         assert np.linalg.matrix_rank(draw.P) == 1
     with pytest.raises(ValueError, match="V must be"):
         G.clustering_rank_draws(3, 1, np.random.default_rng(0), V="other")
-    with pytest.raises(ValueError, match="workers"):
-        G.clustering_rank_draws(3, 1, np.random.default_rng(0), workers=0)
+    with pytest.raises(ValueError, match="n_jobs"):
+        G.clustering_rank_draws(3, 1, np.random.default_rng(0), n_jobs=0)
 
 
-def test_clustering_rank_draws_same_runs_with_two_workers():
-    # the matrices are drawn before the runs are farmed out: the draws, the runs and the
-    # generator's state afterwards are the same with one process or two
-    rng1, rng2 = np.random.default_rng(5), np.random.default_rng(5)
-    serial = G.clustering_rank_draws(3, 3, rng1, V="random")
-    parallel = G.clustering_rank_draws(3, 3, rng2, V="random", workers=2)
-    for a, b in zip(serial, parallel, strict=True):
+def assert_same_draws(first, second):
+    for a, b in zip(first, second, strict=True):
         np.testing.assert_array_equal(a.P, b.P)
         np.testing.assert_array_equal(a.V, b.V)
         np.testing.assert_array_equal(a.run.Sigma, b.run.Sigma)
         assert (a.run.status, a.run.rank, a.run.t_stop) == (b.run.status, b.run.rank, b.run.t_stop)
+
+
+@pytest.mark.parametrize("backend", ["loky", "threading"])
+def test_clustering_rank_draws_same_runs_with_two_jobs(backend):
+    # the matrices are drawn before the runs are farmed out: the draws, the runs and the
+    # generator's state afterwards are the same with one job or two, in processes or threads
+    rng1, rng2 = np.random.default_rng(5), np.random.default_rng(5)
+    serial = G.clustering_rank_draws(3, 3, rng1, V="random")
+    with joblib.parallel_config(backend=backend, n_jobs=2):
+        parallel = G.clustering_rank_draws(3, 3, rng2, V="random")
+    assert_same_draws(serial, parallel)
     assert rng1.random() == rng2.random()
+
+
+def test_clustering_rank_draws_fix_neither_jobs_nor_backend(monkeypatch):
+    # the library passes no n_jobs and no backend of its own: the caller's parallel_config
+    # decides (one sequential job without it)
+    seen = []
+    original = joblib.Parallel.__init__
+
+    def spy(self, *args, **kwargs):
+        seen.append((args, kwargs))
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(joblib.Parallel, "__init__", spy)
+    G.clustering_rank_draws(3, 2, np.random.default_rng(1))
+    assert seen == [((), {"n_jobs": None})]

@@ -4,6 +4,7 @@ closed forms and a loop transcription of the released power iteration."""
 import numpy as np
 import pytest
 from _references import fd_jacobian
+from transformer_pde import _lanczos
 from transformer_pde import lipschitz as L
 from transformer_pde.attention import multihead, softmax
 
@@ -204,7 +205,7 @@ def test_float32_operator_rounds_every_array_and_matches_float64_products(rng):
             heads = L._heads((Q, K), (Vo, Vi), 5, multi=True)
         clin, U = L._compressed(L._linearise(X, heads, False, None), 5)
         d_in = 5 if U is None else U.shape[1]
-        op64 = L._NormalOperator(clin)
+        op64 = _lanczos.NormalOperator(clin)
         op32 = op64.astype(np.float32)
         pairs = [(hd64[key], hd32[key]) for hd64, hd32 in zip(op64.heads, op32.heads,
                                                                strict=True)

@@ -44,6 +44,14 @@ Modules (one mathematical object each):
 - :mod:`~transformer_pde.rates`: fitted exponents with replicate errors, decay rates, first
   passage times;
 - :mod:`~transformer_pde.plotting`: the house figure style and recurring plots.
+
+The machinery behind the formulas lives in private modules: ``_kernels`` (the compiled
+exponential, fused softmax rows, chunks of queries and the thread count) and ``_lanczos``
+(the normal operator and the Lanczos solver of the local Lipschitz constant). A call uses as
+many threads as the CPUs it may run on, at most NumPy's BLAS limit, so
+``threadpoolctl.threadpool_limits`` and ``OMP_NUM_THREADS`` set it. Sweeps of independent runs
+go through :class:`joblib.Parallel` and fix neither the number of jobs nor the backend: wrap
+them in :func:`joblib.parallel_config` (``backend="loky"``, ``"threading"``, ``"dask"``).
 """
 
 __version__ = "0.1.0"

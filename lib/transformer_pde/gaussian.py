@@ -31,11 +31,10 @@ Parameters follow :mod:`transformer_pde.attention`: ``A = K.T @ Q`` (``(d, d)``)
 :math:`\mathbb R^d`).
 """
 
-import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
+from joblib import Parallel, delayed
 from scipy.integrate import BDF, DOP853, LSODA, RK23, RK45, Radau
 from scipy.optimize import brentq
 
@@ -694,12 +693,40 @@ def integrate_moments(rhs, alpha0, Sigma0, times, *, args=(), formulation="auto"
     -------
     MomentTrajectory
     """
+    alpha0, Sigma0, t, formulation = _integration_inputs(rhs, alpha0, Sigma0, times,
+                                                         formulation, method)
+    conv_tol = _checks.positive_float(conv_tol, "conv_tol")
+    rank_tol = _checks.positive_float(rank_tol, "rank_tol")
+    rate_threshold = _checks.positive_float(rate_threshold, "rate_threshold")
+    m2_0 = float(alpha0 @ alpha0 + np.trace(Sigma0))
+    if blowup_norm is None:
+        blowup_norm = 1e8 * max(1.0, m2_0)
+    blowup_norm = _checks.positive_float(blowup_norm, "blowup_norm")
+    if blowup_norm <= m2_0:
+        raise ValueError(f"blowup_norm must exceed the initial second moment {m2_0:.4g}")
+    ode = _MomentODE(rhs, tuple(args), alpha0, Sigma0, formulation, blowup_norm)
+    t0 = float(t[0]) if t_origin is None else float(t_origin)
+    if t0 > t[0]:
+        raise ValueError("t_origin must not be later than times[0]")
+    run = _MomentRun(ode, t, t0, conv_tol)
+    # already at rest?
+    t_start = float(t[0])
+    rate0, size0 = ode.sigma_rate(ode.y0)
+    if (1.0 + t_start - t0) * rate0 <= conv_tol * size0:
+        run.times_out, run.ys, run.t_stop = [t_start], [ode.y0], t_start
+        run.status, run.message = "converged", f"Sigma is stationary at t = {t_start:.6g}"
+    else:
+        run.integrate(_SOLVERS[method](ode.flow, t_start, ode.y0, float(t[-1]), rtol=rtol,
+                                       atol=atol), size0)
+    return run.trajectory(rank_tol, rate_threshold)
+
+
+def _integration_inputs(rhs, alpha0, Sigma0, times, formulation, method):
+    """Validated ``(alpha0, Sigma0, times, formulation)`` of :func:`integrate_moments`."""
     if not callable(rhs):
         raise ValueError("rhs must be callable as rhs(alpha, Sigma, *args)")
     alpha0, Sigma0 = _check_moments(alpha0, Sigma0, "alpha0", "Sigma0")
     t = _check_times(times)
-    d = alpha0.size
-    args = tuple(args)
     if formulation == "auto":
         formulation = "factor" if hasattr(rhs, "affine_field") else "covariance"
     if formulation not in ("factor", "covariance"):
@@ -710,153 +737,176 @@ def integrate_moments(rhs, alpha0, Sigma0, times, *, args=(), formulation="auto"
                          "-> (M, b)")
     if method not in _SOLVERS:
         raise ValueError(f"method must be one of {tuple(_SOLVERS)}, got {method!r}")
-    conv_tol = _checks.positive_float(conv_tol, "conv_tol")
-    rank_tol = _checks.positive_float(rank_tol, "rank_tol")
-    rate_threshold = _checks.positive_float(rate_threshold, "rate_threshold")
-    m2_0 = float(alpha0 @ alpha0 + np.trace(Sigma0))
-    if blowup_norm is None:
-        blowup_norm = 1e8 * max(1.0, m2_0)
-    blowup_norm = _checks.positive_float(blowup_norm, "blowup_norm")
-    if blowup_norm <= m2_0:
-        raise ValueError(f"blowup_norm must exceed the initial second moment {m2_0:.4g}")
+    return alpha0, Sigma0, t, formulation
 
-    if formulation == "factor":
-        rhs.affine_field(alpha0, Sigma0, *args)  # validates the parameters once
-        field = getattr(rhs, "_unchecked_field", rhs.affine_field)
-        args = tuple(a if np.isscalar(a) else np.asarray(a, dtype=np.float64) for a in args)
 
-        def unpack(y):
+class _MomentODE:
+    r"""The moment ODE as one first-order system for the solvers of :mod:`scipy.integrate`.
+
+    ``"factor"``: the state is :math:`(\alpha, L)` with :math:`\Sigma = LL^\top`,
+    :math:`\dot\alpha = M\alpha + b`, :math:`\dot L = ML`, :math:`(M, b)` the affine field;
+    ``"covariance"``: the state is :math:`(\alpha, \Sigma)`, symmetrised at every evaluation.
+    """
+
+    def __init__(self, rhs, args, alpha0, Sigma0, formulation, blowup_norm):
+        self.rhs, self.args, self.formulation = rhs, args, formulation
+        self.d = alpha0.size
+        self.blowup_norm = blowup_norm
+        if formulation == "factor":
+            rhs.affine_field(alpha0, Sigma0, *args)  # validates the parameters once
+            self.field = getattr(rhs, "_unchecked_field", rhs.affine_field)
+            self.args = tuple(a if np.isscalar(a) else np.asarray(a, dtype=np.float64)
+                              for a in args)
+            self.y0 = np.concatenate([alpha0, psd_sqrt(Sigma0).ravel()])
+            self.flow = self._factor_flow
+        else:
+            self.y0 = np.concatenate([alpha0, Sigma0.ravel()])
+            self.flow = self._covariance_flow
+
+    def unpack(self, y):
+        """``(alpha, Sigma)`` of a state."""
+        d = self.d
+        if self.formulation == "factor":
             L = y[d:].reshape(d, d)
             return y[:d], L @ L.T
+        S = y[d:].reshape(d, d)
+        return y[:d], 0.5 * (S + S.T)
 
-        def flow(s, y):  # the solver's inner loop: few NumPy calls, no concatenation
-            alpha, L = y[:d], y[d:].reshape(d, d)
-            M, b = field(alpha, L @ L.T, *args)
-            out = np.empty_like(y)
-            np.dot(M, alpha, out=out[:d])
-            out[:d] += b
-            np.dot(M, L, out=out[d:].reshape(d, d))
-            return out
+    def _factor_flow(self, s, y):  # the solver's inner loop: few NumPy calls, no concatenation
+        d = self.d
+        alpha, L = y[:d], y[d:].reshape(d, d)
+        M, b = self.field(alpha, L @ L.T, *self.args)
+        out = np.empty_like(y)
+        np.dot(M, alpha, out=out[:d])
+        out[:d] += b
+        np.dot(M, L, out=out[d:].reshape(d, d))
+        return out
 
-        y0 = np.concatenate([alpha0, psd_sqrt(Sigma0).ravel()])
-    else:
-        def unpack(y):
-            S = y[d:].reshape(d, d)
-            return y[:d], 0.5 * (S + S.T)
+    def _covariance_flow(self, s, y):
+        alpha, Sigma = self.unpack(y)
+        da, dS = self.rhs(alpha, Sigma, *self.args)
+        dS = np.asarray(dS, dtype=np.float64)
+        return np.concatenate([np.asarray(da, dtype=np.float64), (0.5 * (dS + dS.T)).ravel()])
 
-        def flow(s, y):
-            alpha, Sigma = unpack(y)
-            da, dS = rhs(alpha, Sigma, *args)
-            dS = np.asarray(dS, dtype=np.float64)
-            return np.concatenate([np.asarray(da, dtype=np.float64), (0.5 * (dS + dS.T)).ravel()])
+    def second_moment(self, y):
+        r""":math:`|\alpha|^2 + \mathrm{tr}\,\Sigma` minus the blow-up level."""
+        alpha, Sigma = self.unpack(y)
+        return float(alpha @ alpha + np.trace(Sigma)) - self.blowup_norm
 
-        y0 = np.concatenate([alpha0, Sigma0.ravel()])
-
-    def second_moment(y):
-        alpha, Sigma = unpack(y)
-        return float(alpha @ alpha + np.trace(Sigma)) - blowup_norm
-
-    def sigma_rate(y):
-        alpha, Sigma = unpack(y)
-        if formulation == "factor":
-            MS = field(alpha, Sigma, *args)[0] @ Sigma
+    def sigma_rate(self, y):
+        r""":math:`(\|\dot\Sigma\|_F, \|\Sigma\|_F)` at a state."""
+        alpha, Sigma = self.unpack(y)
+        if self.formulation == "factor":
+            MS = self.field(alpha, Sigma, *self.args)[0] @ Sigma
             dS = MS + MS.T
         else:
-            dS = np.asarray(rhs(alpha, Sigma, *args)[1], dtype=np.float64)
+            dS = np.asarray(self.rhs(alpha, Sigma, *self.args)[1], dtype=np.float64)
         return np.linalg.norm(dS), np.linalg.norm(Sigma)
 
-    t0 = float(t[0]) if t_origin is None else float(t_origin)
-    if t0 > t[0]:
-        raise ValueError("t_origin must not be later than times[0]")
-    history = [(float(t[0]), y0)]  # (time, state) after every step, for the decade-averaged rates
 
-    def decay_rates(t_stop, Sigma_stop):
+class _MomentRun:
+    """One run of :func:`integrate_moments`: the solver's steps, the stopping tests, the
+    states at the requested times and the history of states (for the decay rates)."""
+
+    def __init__(self, ode, t, t0, conv_tol):
+        self.ode, self.t, self.t0, self.conv_tol = ode, t, t0, conv_tol
+        self.history = [(float(t[0]), ode.y0)]  # (time, state) after every step
+        self.times_out, self.ys = [float(t[0])], [ode.y0]
+        self.status, self.message = "finished", f"reached t = {float(t[-1]):.6g}"
+        self.t_stop = float(t[-1])
+
+    def integrate(self, solver, size0):
+        """Step ``solver`` until the last requested time, a blow-up or convergence."""
+        ode, t = self.ode, self.t
+        k = 1  # next requested time
+        y_stop = None
+        with np.errstate(over="ignore", invalid="ignore"):
+            while solver.status == "running":
+                t_old = solver.t
+                solver.step()
+                if solver.status == "failed" or not np.all(np.isfinite(solver.y)):
+                    self.status = "blowup"
+                    why = "step size too small" if solver.status == "failed" else "overflow"
+                    self.message = f"the solver stopped at t = {t_old:.6g}: {why}"
+                    t_stop, y_stop = t_old, self.history[-1][1]
+                    break
+                t_new, y_new = solver.t, solver.y.copy()
+                dense = solver.dense_output()
+                t_stop, y_stop = self._stop_test(t_old, t_new, y_new, dense, size0)
+                while k < t.size and t[k] <= t_stop:
+                    self.times_out.append(float(t[k]))
+                    self.ys.append(y_new if t[k] == t_new else dense(t[k]))
+                    k += 1
+                self.history.append((t_new, y_new))
+                if self.status != "finished":
+                    break
+        if self.status != "finished":
+            self.t_stop = t_stop
+            if t_stop > self.times_out[-1]:
+                self.times_out.append(float(t_stop))
+                self.ys.append(y_stop)
+        if ode.formulation == "covariance":
+            self._check_psd()
+
+    def _stop_test(self, t_old, t_new, y_new, dense, size0):
+        """Blow-up (located by root finding on the dense output) or convergence after a step;
+        returns ``(t_stop, y_stop)``, the step's end unless a blow-up came earlier."""
+        ode = self.ode
+        t_stop, y_stop = t_new, y_new
+        if ode.second_moment(y_new) >= 0:
+            self.status = "blowup"
+            if ode.second_moment(dense(t_old)) < 0:
+                t_stop = brentq(lambda s, f=dense: ode.second_moment(f(s)), t_old, t_new,
+                                xtol=1e-14 * max(1.0, abs(t_new)), rtol=1e-15)
+                y_stop = dense(t_stop)
+            alpha, Sigma = ode.unpack(y_stop)
+            part = "covariance" if np.trace(Sigma) >= alpha @ alpha else "mean"
+            self.message = (f"blow-up at t = {t_stop:.6g}: |alpha|^2 + tr Sigma reached "
+                            f"{ode.blowup_norm:.3g} (dominated by the {part})")
+        else:
+            rate, size = ode.sigma_rate(y_new)
+            if (1.0 + t_new - self.t0) * rate <= self.conv_tol * max(size, size0):
+                self.status = "converged"
+                self.message = (f"Sigma converged at t = {t_new:.6g} "
+                                f"(relative rate below {self.conv_tol:.3g})")
+        return t_stop, y_stop
+
+    def _check_psd(self):
+        for s_, y in zip(self.times_out, self.ys, strict=True):
+            lam = np.linalg.eigvalsh(self.ode.unpack(y)[1])
+            if lam[0] < -1e-8 * max(abs(lam[-1]), 1e-300):
+                raise RuntimeError(f"Sigma lost positive semi-definiteness at t = {s_:.6g} "
+                                   f"(smallest eigenvalue {lam[0]:.3g}); use "
+                                   "formulation='factor' or smaller tolerances")
+
+    def decay_rates(self, Sigma_stop):
         """Average of d log(lambda_k) / d log(1 + t - t0) over the last decade of time."""
+        t0, t_stop = self.t0, self.t_stop
         target = t0 - 1.0 + (1.0 + t_stop - t0) / 10.0
-        t_ref, y_ref = min(history, key=lambda h: abs(h[0] - target))
+        t_ref, y_ref = min(self.history, key=lambda h: abs(h[0] - target))
         span = np.log((1.0 + t_stop - t0) / (1.0 + t_ref - t0))
         lam_stop = np.linalg.eigvalsh(Sigma_stop)
-        lam_ref = np.linalg.eigvalsh(unpack(y_ref)[1])
+        lam_ref = np.linalg.eigvalsh(self.ode.unpack(y_ref)[1])
         tiny = np.finfo(float).tiny
         if span <= 0:
-            return np.zeros(d), lam_stop
+            return np.zeros(self.ode.d), lam_stop
         ratio = np.clip(lam_stop, tiny, None) / np.clip(lam_ref, tiny, None)
         return np.log(ratio) / span, lam_stop
 
-    def result(times_out, ys, status, t_stop, message):
-        ys = np.asarray(ys).reshape(len(times_out), -1)
-        alphas = ys[:, :d]
-        Sigmas = np.array([unpack(y)[1] for y in ys])
+    def trajectory(self, rank_tol, rate_threshold):
+        """The :class:`MomentTrajectory` of the run (limit, rank and rates when converged)."""
+        d = self.ode.d
+        ys = np.asarray(self.ys).reshape(len(self.times_out), -1)
+        Sigmas = np.array([self.ode.unpack(y)[1] for y in ys])
         limit = rank = rates = None
-        if status == "converged":
+        if self.status == "converged":
             limit = Sigmas[-1]
-            rates, lam = decay_rates(t_stop, limit)
+            rates, lam = self.decay_rates(limit)
             scale = max(lam[-1], np.finfo(float).tiny)
             rank = int(np.sum((rates >= -rate_threshold) & (lam > rank_tol * scale)))
-        return MomentTrajectory(np.asarray(times_out, dtype=np.float64), alphas, Sigmas, status,
-                                float(t_stop), limit, rank, message, rates)
-
-    # already at rest?
-    t_start = float(t[0])
-    rate0, size0 = sigma_rate(y0)
-    if (1.0 + t_start - t0) * rate0 <= conv_tol * size0:
-        return result([t_start], [y0], "converged", t_start,
-                      f"Sigma is stationary at t = {t_start:.6g}")
-
-    solver = _SOLVERS[method](flow, t_start, y0, float(t[-1]), rtol=rtol, atol=atol)
-    times_out, ys = [t_start], [y0]
-    k = 1  # next requested time
-    status, message = "finished", f"reached t = {float(t[-1]):.6g}"
-    with np.errstate(over="ignore", invalid="ignore"):
-        while solver.status == "running":
-            t_old = solver.t
-            solver.step()
-            if solver.status == "failed" or not np.all(np.isfinite(solver.y)):
-                status = "blowup"
-                message = (f"the solver stopped at t = {t_old:.6g}: "
-                           f"{solver.status == 'failed' and 'step size too small' or 'overflow'}")
-                t_stop, y_stop = t_old, history[-1][1]
-                break
-            t_new, y_new = solver.t, solver.y.copy()
-            dense = solver.dense_output()
-            t_stop, y_stop = t_new, y_new
-            if second_moment(y_new) >= 0:
-                status = "blowup"
-                g_old = second_moment(dense(t_old))
-                if g_old < 0:
-                    t_stop = brentq(lambda s, f=dense: second_moment(f(s)), t_old, t_new,
-                                    xtol=1e-14 * max(1.0, abs(t_new)), rtol=1e-15)
-                    y_stop = dense(t_stop)
-                alpha, Sigma = unpack(y_stop)
-                part = "covariance" if np.trace(Sigma) >= alpha @ alpha else "mean"
-                message = (f"blow-up at t = {t_stop:.6g}: |alpha|^2 + tr Sigma reached "
-                           f"{blowup_norm:.3g} (dominated by the {part})")
-            else:
-                rate, size = sigma_rate(y_new)
-                if (1.0 + t_new - t0) * rate <= conv_tol * max(size, size0):
-                    status = "converged"
-                    message = (f"Sigma converged at t = {t_new:.6g} "
-                               f"(relative rate below {conv_tol:.3g})")
-            while k < t.size and t[k] <= t_stop:
-                times_out.append(float(t[k]))
-                ys.append(y_new if t[k] == t_new else dense(t[k]))
-                k += 1
-            history.append((t_new, y_new))
-            if status != "finished":
-                break
-    if status != "finished" and t_stop > times_out[-1]:
-        times_out.append(float(t_stop))
-        ys.append(y_stop)
-    if formulation == "covariance":
-        for s_, y in zip(times_out, ys, strict=True):
-            lam = np.linalg.eigvalsh(unpack(y)[1])
-            if lam[0] < -1e-8 * max(abs(lam[-1]), 1e-300):
-                raise RuntimeError(f"Sigma lost positive semi-definiteness at t = {s_:.6g} "
-                                   f"(smallest eigenvalue {lam[0]:.3g}); use formulation='factor' "
-                                   "or smaller tolerances")
-    if status == "finished":
-        t_stop = float(t[-1])
-    return result(times_out, ys, status, t_stop, message)
+        return MomentTrajectory(np.asarray(self.times_out, dtype=np.float64), ys[:, :d], Sigmas,
+                                self.status, float(self.t_stop), limit, rank, self.message,
+                                rates)
 
 
 # --------------------------------------------------------------------------------------
@@ -1012,15 +1062,15 @@ class ClusteringDraw:
 
 
 def _clustering_run(P, V, Sigma0, times, conv_tol, rank_tol, rtol, atol):
-    """One run of :func:`clustering_rank_draws` (module level, so that worker processes can
-    import it)."""
+    """One run of :func:`clustering_rank_draws` (module level, so that joblib can send it to
+    other processes or machines)."""
     return integrate_moments(softmax_rhs, np.zeros(P.shape[0]), Sigma0, times, args=(-P, V),
                              method="LSODA", rtol=rtol, atol=atol, conv_tol=conv_tol,
                              rank_tol=rank_tol)
 
 
 def clustering_rank_draws(d, n_draws, rng, *, V="identity", times=None, conv_tol=1e-6,
-                          rank_tol=1e-6, rtol=1e-7, atol=1e-12, workers=1):
+                          rank_tol=1e-6, rtol=1e-7, atol=1e-12, n_jobs=None):
     r"""The limiting-rank experiment of Castin et al. (2025) for softmax attention, K = -Q.
 
     Each draw: :math:`Q \in \mathbb R^{\lfloor d/2\rfloor\times d}` and :math:`W` with standard
@@ -1038,17 +1088,20 @@ def clustering_rank_draws(d, n_draws, rng, *, V="identity", times=None, conv_tol
     they are not counted even when two of them are so close that their decay over the last
     decade (``MomentTrajectory.log_rates``) cannot be read off the sorted eigenvalues.
 
-    ``workers``: number of processes integrating the draws (the matrices are drawn first, in
-    order, from ``rng``; each run is deterministic, so the result does not depend on
-    ``workers``). Some draws with :math:`V` random run to :math:`t = 10^8` in thousands of
-    steps; two workers halve the wall-clock time on two free cores.
+    The runs are independent tasks of :class:`joblib.Parallel`; the matrices are drawn first,
+    in order, from ``rng``, and each run is deterministic, so the result does not depend on
+    the number of jobs or on the backend. The library fixes neither: they come from the
+    caller's :func:`joblib.parallel_config` (one job in the calling process by default),
+    e.g. ``with joblib.parallel_config(backend="loky", n_jobs=2):`` for two processes, or
+    ``backend="dask"`` for a Dask cluster; ``n_jobs``, when given, is passed to
+    :class:`joblib.Parallel`. Some draws with :math:`V` random run to :math:`t = 10^8` in
+    thousands of steps: two jobs halve the wall-clock time on two free cores.
     Returns a list of :class:`ClusteringDraw`.
     """
     d = _checks.positive_int(d, "d")
     if d < 2:
         raise ValueError("d must be at least 2 (Q has floor(d/2) >= 1 rows)")
     n_draws = _checks.positive_int(n_draws, "n_draws")
-    workers = _checks.positive_int(workers, "workers")
     if V not in ("identity", "random"):
         raise ValueError(f"V must be 'identity' or 'random', got {V!r}")
     if not isinstance(rng, np.random.Generator):
@@ -1063,14 +1116,5 @@ def clustering_rank_draws(d, n_draws, rng, *, V="identity", times=None, conv_tol
         Wv = rng.normal(size=(d, d))
         problems.append((Q.T @ Q, np.eye(d) if V == "identity" else Wv.T @ Wv, W @ W.T))
     settings = (times, conv_tol, rank_tol, rtol, atol)
-    if workers == 1 or n_draws == 1:
-        runs = [_clustering_run(*p, *settings) for p in problems]
-    else:
-        # "forkserver": a clean process to fork workers from, safe inside a threaded
-        # Jupyter kernel (plain fork copies the kernel's threads' locks)
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload([__name__])  # workers start with this module imported
-        with ProcessPoolExecutor(min(workers, n_draws), mp_context=context) as pool:
-            runs = list(pool.map(_clustering_run, *zip(*problems, strict=True),
-                                 *([s] * n_draws for s in settings)))
+    runs = Parallel(n_jobs=n_jobs)(delayed(_clustering_run)(*p, *settings) for p in problems)
     return [ClusteringDraw(run, P, Vd) for run, (P, Vd, _) in zip(runs, problems, strict=True)]

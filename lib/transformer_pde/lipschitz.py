@@ -34,15 +34,13 @@ a pair ``(Q, K)`` of ``(k, d)`` arrays with :math:`A = K^\top Q`, and ``V`` eith
 :math:`\le 3k`-dimensional input subspace a single head actually sees.
 """
 
-import copy
 from typing import NamedTuple
 
 import numpy as np
-from scipy.linalg import eigh
 from scipy.sparse.linalg import LinearOperator, eigsh
 
-from . import _checks
-from .attention import _softmax_matrix_of_factors
+from . import _checks, _lanczos
+from ._kernels import softmax_matrix_of_factors
 
 __all__ = [
     "jvp",
@@ -66,155 +64,6 @@ __all__ = [
     "hardmax_jvp",
     "hardmax_jacobian_norm",
 ]
-
-
-# --------------------------------------------------------------------------------------
-# heads: validation and the linearisation at X
-# --------------------------------------------------------------------------------------
-
-class _Heads(NamedTuple):
-    """Stacked factored heads; ``None`` stands for the identity (no product)."""
-
-    Q: np.ndarray | None      # (H, k, d) : query side of A = K^T Q
-    K: np.ndarray | None      # (H, k, d) or None (A = Q)
-    V_in: np.ndarray | None   # (H, r, d) or None (V = V_out)
-    V_out: np.ndarray         # (H, p, r)
-
-
-def _heads(As, Vs, d, *, multi):
-    """Validate ``A``/``V`` (dense or factored, single or stacked) into :class:`_Heads`."""
-    ndim = 3 if multi else 2
-    nameA, nameV = ("As", "Vs") if multi else ("A", "V")
-
-    def arr(M, name):
-        M = np.asarray(M, dtype=np.float64)
-        if M.ndim != ndim:
-            raise ValueError(f"{name} must have {ndim} dimensions"
-                             f"{' (H, ., .)' if multi else ''}, got shape {M.shape}")
-        if not np.all(np.isfinite(M)):
-            raise ValueError(f"{name} contains non-finite values (NaN or inf)")
-        return M if multi else M[None]
-
-    if isinstance(As, tuple):
-        if len(As) != 2:
-            raise ValueError(f"{nameA} given as a tuple must be the pair (Q, K)")
-        Q, K = arr(As[0], f"{nameA}[0] (Q)"), arr(As[1], f"{nameA}[1] (K)")
-        if Q.shape != K.shape or Q.shape[2] != d:
-            raise ValueError(f"{nameA}: Q and K must have the same shape (., k, {d}), got "
-                             f"{Q.shape[1:]} and {K.shape[1:]}")
-    else:
-        Q, K = arr(As, nameA), None
-        if Q.shape[1:] != (d, d):
-            raise ValueError(f"{nameA} must have shape {'(H, ' if multi else '('}{d}, {d}), "
-                             f"got {np.shape(As)}")
-    if isinstance(Vs, tuple):
-        if len(Vs) != 2:
-            raise ValueError(f"{nameV} given as a tuple must be the pair (V_out, V_in)")
-        V_out, V_in = arr(Vs[0], f"{nameV}[0] (V_out)"), arr(Vs[1], f"{nameV}[1] (V_in)")
-        if V_in.shape[2] != d or V_out.shape[2] != V_in.shape[1]:
-            raise ValueError(f"{nameV}: V_out (., p, r) and V_in (., r, {d}) do not chain, got "
-                             f"{V_out.shape[1:]} and {V_in.shape[1:]}")
-    else:
-        V_out, V_in = arr(Vs, nameV), None
-        if V_out.shape[2] != d:
-            raise ValueError(f"{nameV} must have {d} columns (the token dimension d), got "
-                             f"shape {np.shape(Vs)}")
-    if V_out.shape[0] != Q.shape[0] or (V_in is not None and V_in.shape[0] != Q.shape[0]):
-        raise ValueError(f"{nameA} and {nameV} must have the same number of heads, got "
-                         f"{Q.shape[0]} and {V_out.shape[0]}")
-    return _Heads(Q, K, V_in, V_out)
-
-
-def _project(Z, M):
-    """``Z @ M_h^T`` for every head: (n, d) -> (H, n, k); identity when ``M`` is None."""
-    if M is None:
-        return Z[None]
-    H, k, d = M.shape
-    return (Z @ M.reshape(H * k, d).T).reshape(Z.shape[0], H, k).transpose(1, 0, 2)
-
-
-def _unproject(Z, M):
-    """``sum_h Z_h @ M_h``: (H, n, k) -> (n, d); the transpose of :func:`_project`."""
-    if M is None:
-        return Z.sum(axis=0)
-    H, k, d = M.shape
-    return Z.transpose(1, 0, 2).reshape(Z.shape[1], H * k) @ M.reshape(H * k, d)
-
-
-class _Linearisation(NamedTuple):
-    heads: _Heads
-    qX: np.ndarray   # (H, n, k)
-    kX: np.ndarray   # (H, n, k)
-    vX: np.ndarray   # (H, n, r)
-    P: np.ndarray    # (H, n, n)
-    PvX: np.ndarray  # (H, n, r)
-    Vcat: np.ndarray  # (H r, p): output = out_r (n, H r) @ Vcat
-
-
-def _output_matrix(V_out):
-    H, p, r = V_out.shape
-    return V_out.transpose(0, 2, 1).reshape(H * r, p)
-
-
-def _linearise(X, heads, causal, weights):
-    H = heads.V_out.shape[0]
-    qX = _project(X, heads.Q)
-    kX = _project(X, heads.K)
-    vX = _project(X, heads.V_in)
-    if kX.shape[0] == 1 and H > 1:
-        kX = np.broadcast_to(kX, (H,) + kX.shape[1:])
-    if vX.shape[0] == 1 and H > 1:
-        vX = np.broadcast_to(vX, (H,) + vX.shape[1:])
-    # logits <Q x_i, K x_j> = <A x_i, x_j>, through softmax_matrix's log-sum-exp, weights
-    # and causal mask
-    Ps = [_softmax_matrix_of_factors(qX[h], kX[h], weights, causal) for h in range(H)]
-    P = Ps[0][None] if H == 1 else np.stack(Ps)  # one head: a view, not a copy
-    return _Linearisation(heads, qX, kX, vX, P, P @ vX, _output_matrix(heads.V_out))
-
-
-def _apply_jvp(lin, E, query_only=False):
-    """:math:`D_X f(E)`; with ``query_only``, only the change through the queries
-    (:math:`e_i` moves the query of row ``i``, the tokens attended to stay fixed)."""
-    h = lin.heads
-    dS = _project(E, h.Q) @ lin.kX.transpose(0, 2, 1)
-    if not query_only:
-        dS += lin.qX @ _project(E, h.K).transpose(0, 2, 1)
-    W = lin.P * dS
-    dP = W - W.sum(axis=2, keepdims=True) * lin.P
-    out_r = dP @ lin.vX                                   # (H, n, r)
-    if not query_only:
-        out_r += lin.P @ _project(E, h.V_in)
-    H, n, r = out_r.shape
-    return out_r.transpose(1, 0, 2).reshape(n, H * r) @ lin.Vcat
-
-
-def _apply_vjp(lin, G, query_only=False):
-    """The transpose of :func:`_apply_jvp` (same ``query_only``)."""
-    h = lin.heads
-    H, n, r = lin.vX.shape
-    g = (G @ lin.Vcat.T).reshape(n, H, r).transpose(1, 0, 2)        # (H, n, r)
-    gP = g @ lin.vX.transpose(0, 2, 1)                             # (H, n, n)
-    gS = lin.P * (gP - np.einsum("hnr,hnr->hn", g, lin.PvX)[:, :, None])
-    grad = _unproject(gS @ lin.kX, h.Q)
-    if not query_only:
-        grad = grad + _unproject(lin.P.transpose(0, 2, 1) @ g, h.V_in)
-        grad = grad + _unproject(gS.transpose(0, 2, 1) @ lin.qX, h.K)
-    return grad
-
-
-def _check_direction(E, shape, name):
-    E = np.asarray(E, dtype=np.float64)
-    if E.shape != shape:
-        raise ValueError(f"{name} must have shape {shape}, got {E.shape}")
-    if not np.all(np.isfinite(E)):
-        raise ValueError(f"{name} contains non-finite values (NaN or inf)")
-    return E
-
-
-def _prepare(X, As, Vs, causal, weights, multi):
-    X = _checks.points(X, "X")
-    heads = _heads(As, Vs, X.shape[1], multi=multi)
-    return X, _linearise(X, heads, bool(causal), weights)
 
 
 # --------------------------------------------------------------------------------------
@@ -303,13 +152,6 @@ def vjp_multihead(X, As, Vs, G, *, causal=False, weights=None):
     return _apply_vjp(lin, _check_direction(G, (X.shape[0], p), "G"))
 
 
-def _dense(lin, n, d):
-    """Dense Jacobian ``(n p, n d)`` from JVPs on the canonical basis (small sizes only)."""
-    basis = np.eye(n * d)
-    cols = [_apply_jvp(lin, basis[c].reshape(n, d)).ravel() for c in range(n * d)]
-    return np.stack(cols, axis=1)
-
-
 def jacobian_matrix(X, A, V, *, causal=False, weights=None):
     r"""The dense Jacobian :math:`D_X f` as an ``(n p, n d)`` matrix (row-major tokens).
 
@@ -324,339 +166,6 @@ def jacobian_matrix_multihead(X, As, Vs, *, causal=False, weights=None):
     """Dense Jacobian of multi-head attention (see :func:`jacobian_matrix`)."""
     X, lin = _prepare(X, As, Vs, causal, weights, multi=True)
     return _dense(lin, *X.shape)
-
-
-# --------------------------------------------------------------------------------------
-# the normal operator (D_X f)^T D_X f with everything that depends on X computed once
-# --------------------------------------------------------------------------------------
-
-#: Dense heads use the factorisation X = U C when rank (n + d) <= this fraction of n d: the
-#: factorisation turns products of size n^2 d into ones of size (n^2 + n d) rank.
-_LOW_RANK_FRACTION = 0.5
-
-
-def _low_rank_tokens(X):
-    r"""``(U, C)`` with ``X = U C`` to rounding, of small rank, or ``None``.
-
-    The rank is the number of eigenvalues of the smaller Gram matrix (:math:`XX^\top` or
-    :math:`X^\top X`) above :math:`10^{-14}` times the largest (singular values above
-    :math:`10^{-7} s_1`); ``U`` and ``C`` come from the corresponding eigenvectors. The
-    factorisation is kept only if ``rank (n + d) <= _LOW_RANK_FRACTION n d`` (else it
-    saves little or nothing) and if the dropped part is at rounding level,
-    :math:`\|X - U C\|_F \le 10^{-13} \|X\|_F` (checked). Then every product of the
-    normal operator with an ``(n, d)`` matrix built from ``X`` costs
-    :math:`(n^2 + nd)\,\mathrm{rank}` instead of :math:`n^2 d`. A random sketch
-    :math:`XG` with one column more than the largest useful rank first rejects, in
-    :math:`O(nd\,\mathrm{rank})`, tokens whose rank is clearly larger (the smallest
-    eigenvalue of the sketch's Gram matrix above :math:`10^{-10}` times its largest, i.e.
-    singular values of the sketch within a factor :math:`10^5`).
-    """
-    n, d = X.shape
-    max_rank = int(_LOW_RANK_FRACTION * n * d // (n + d))
-    if max_rank < min(n, d):  # a sketch of max_rank + 1 columns rejects full-rank X cheaply
-        sketch = X @ np.random.default_rng(0).standard_normal((d, max_rank + 1))
-        ev = np.linalg.eigvalsh(sketch.T @ sketch)
-        if ev[0] > 1e-10 * ev[-1]:
-            return None
-    gram = X @ X.T if n <= d else X.T @ X
-    m = gram.shape[0]
-    ev = eigh(gram, eigvals_only=True)
-    if ev[-1] <= 0:
-        return None
-    rank = int(np.sum(ev > 1e-14 * ev[-1]))
-    if rank * (n + d) > _LOW_RANK_FRACTION * n * d:
-        return None
-    vecs = eigh(gram, subset_by_index=[m - rank, m - 1])[1]
-    U, C = (vecs, vecs.T @ X) if n <= d else (X @ vecs, vecs.T)
-    if np.linalg.norm(X - U @ C) > 1e-13 * np.linalg.norm(X):
-        return None
-    return U, C
-
-
-def _slot_bytes(shape, dtype):
-    """Bytes of an array of ``shape`` and ``dtype``, rounded up to 64 (a cache line)."""
-    return -(-int(np.prod(shape)) * np.dtype(dtype).itemsize // 64) * 64
-
-
-def _views_bytes(shapes, dtype):
-    """Bytes of the memory that :func:`_views` lays ``shapes`` of ``dtype`` out in."""
-    return sum(_slot_bytes(shape, dtype) for shape in shapes)
-
-
-def _views(memory, shapes, dtype, slot_dtype=None):
-    """Arrays of ``dtype`` and ``shapes``, views of the bytes ``memory``, one after another,
-    each in a slot sized for ``slot_dtype`` (default ``dtype``) and starting on a 64-byte
-    boundary. One allocation of at least 4 MiB is mapped by NumPy in huge pages, where
-    separate arrays would each cost a page fault per 4 KiB page when first written."""
-    views, offset = [], 0
-    for shape in shapes:
-        count = int(np.prod(shape)) * np.dtype(dtype).itemsize
-        views.append(memory[offset:offset + count].view(dtype).reshape(shape))
-        offset += _slot_bytes(shape, slot_dtype or dtype)
-    return views
-
-
-class _NormalOperator:
-    r"""Products with :math:`N = (D_X f)^\top D_X f` on ``(n, d_in)`` directions.
-
-    Everything that depends only on ``X`` is computed once: per head ``P``, ``qX``, ``kX``,
-    ``vX``, ``P vX``, for a dense key-query matrix ``X A`` (so that
-    :math:`\langle A e_i, x_j\rangle` is one product with ``E``), and the Gram matrix
-    :math:`V_{cat} V_{cat}^\top` of the output projection (the output never needs to be
-    formed). A single dense head then costs 8 matrix products of size :math:`n^2 d` and one
-    of size :math:`n d^2` per product with ``N``, in float64; :meth:`astype` gives the same
-    operator in float32, which halves that cost (used for the first Lanczos phase only, see
-    :func:`_lanczos_top`).
-    """
-
-    def __init__(self, lin, tokens=None):
-        h = lin.heads
-        H = lin.P.shape[0]
-        self.dtype = dtype = np.float64
-
-        def c(M):
-            return None if M is None else np.ascontiguousarray(M, dtype=dtype)
-
-        self.n = lin.P.shape[1]
-        basis = tokens if h.K is None else None
-        self.heads = []
-        for i in range(H):
-            Q = h.Q[i]
-            K = None if h.K is None else h.K[i]
-            V_in = None if h.V_in is None else h.V_in[i]
-            kX, qX = lin.kX[i], lin.qX[i]
-            head = {"P": c(lin.P[i]), "qX": c(qX), "vX": c(lin.vX[i]), "PvX": c(lin.PvX[i]),
-                    "V_in": c(V_in), "U": None}
-            if K is None:  # dense A = Q: <A e_i, x_j> = (E (X A)^T)_ij, <A x_i, e_j> = (qX E^T)
-                head["XA"] = c(kX @ Q)
-                head["Q"] = head["K"] = head["kX"] = None
-                if basis is not None:  # X = U C exactly: n x d products become n x rank
-                    U, C = basis
-                    Cv = C if V_in is None else C @ V_in.T
-                    head.update(U=c(U), CA=c(C @ Q), Cq=c(C @ Q.T), Cv=c(Cv))
-            else:
-                head.update(Q=c(Q), K=c(K), kX=c(kX), XA=None)
-            self.heads.append(head)
-        self.r = lin.vX.shape[2]
-        self.gram = c(lin.Vcat @ lin.Vcat.T)  # (H r, H r)
-        self.count = 0
-        self._work = {}
-        self._arena = [None]  # shared with the astype copy
-
-    def astype(self, dtype):
-        """The same operator with its arrays in ``dtype`` (nothing recomputed), views of one
-        allocation: separate copies of less than 4 MiB each would cost a page fault per
-        4 KiB page when written (see :func:`_views`)."""
-        op = copy.copy(self)
-        op.dtype, op.count, op._work = dtype, 0, {}
-        arrays = [M for hd in self.heads for M in hd.values() if M is not None] + [self.gram]
-        shapes = [M.shape for M in arrays]
-        copies = _views(np.empty(_views_bytes(shapes, dtype), np.uint8), shapes, dtype)
-        for out, M in zip(copies, arrays, strict=True):
-            out[...] = M  # rounded to nearest, as M.astype(dtype)
-        copies = iter(copies)
-        op.heads = [{key: None if M is None else next(copies) for key, M in hd.items()}
-                    for hd in self.heads]
-        op.gram = next(copies)
-        return op
-
-    def _work_arrays(self, d_in):
-        """The work arrays of a product, views of one allocation that this operator and its
-        :meth:`astype` copy share (their products never interleave). Separate arrays of a
-        few MiB each would cost a page fault per 4 KiB page when first written (about
-        1.5 microseconds each on the machine of the performance appendix: a tenth of a
-        call at ``n = 512``); one allocation of at least 4 MiB is mapped by NumPy in huge
-        pages."""
-        n, r, H = self.n, self.r, len(self.heads)
-        specs = [("W", (n, n)), ("T", (n, n)), ("out", (n, r)), ("tmp", (n, r)),
-                 ("G", (n, H * r)), ("grad", (n, d_in)), ("tmp_in", (n, d_in)),
-                 ("E", (n, d_in))]
-        if H > 1:
-            specs.append(("outs", (n, H * r)))
-        shapes = [shape for _, shape in specs]
-        if self._arena[0] is None:  # sized for float64, the widest of the two operators
-            self._arena[0] = np.empty(_views_bytes(shapes, np.float64), dtype=np.uint8)
-        views = _views(self._arena[0], shapes, self.dtype, slot_dtype=np.float64)
-        self._work.update(zip((key for key, _ in specs), views, strict=True))
-
-    def __call__(self, v):
-        """:math:`N v` in the operator's precision; the array is reused by the next
-        product."""
-        self.count += 1
-        n, r = self.n, self.r
-        E = v.reshape(n, -1)
-        if not self._work:
-            self._work_arrays(E.shape[1])
-        work = self._work
-        if E.dtype != self.dtype:
-            np.copyto(work["E"], E, casting="same_kind")
-            E = work["E"]
-        H = len(self.heads)
-        W, T, out, tmp = work["W"], work["T"], work["out"], work["tmp"]
-        outs = out if H == 1 else work["outs"]
-        for i, hd in enumerate(self.heads):
-            P, U = hd["P"], hd["U"]
-            if U is not None:  # W = (E CA^T) U^T + U (Cq E^T): one product of inner size 2 rank
-                left = np.hstack([E @ hd["CA"].T, U])
-                right = np.hstack([U, E @ hd["Cq"].T])
-                np.matmul(left, right.T, out=W)
-            elif hd["XA"] is not None:
-                np.matmul(E, hd["XA"].T, out=W)
-                W += np.matmul(hd["qX"], E.T, out=T)
-            else:
-                np.matmul(E @ hd["Q"].T, hd["kX"].T, out=W)
-                W += np.matmul(hd["qX"], (E @ hd["K"].T).T, out=T)
-            W *= P
-            s = W.sum(axis=1)
-            vE = E if hd["V_in"] is None else E @ hd["V_in"].T
-            np.matmul(P, vE, out=out)
-            if U is not None:
-                out += (W @ U) @ hd["Cv"]
-            else:
-                out += np.matmul(W, hd["vX"], out=tmp)
-            out -= np.multiply(s[:, None], hd["PvX"], out=tmp)
-            if H > 1:
-                outs[:, i * r:(i + 1) * r] = out
-        G = np.matmul(outs, self.gram, out=work["G"])
-        grad, tmp_in = work["grad"], work["tmp_in"]
-        for i, hd in enumerate(self.heads):
-            P = hd["P"]
-            g = G[:, i * r:(i + 1) * r]
-            U = hd["U"]
-            gS = W  # the buffer of W, no longer needed
-            if U is not None:
-                np.matmul(g @ hd["Cv"].T, U.T, out=gS)
-            else:
-                np.matmul(g, hd["vX"].T, out=gS)
-            gS -= np.einsum("ij,ij->i", g, hd["PvX"])[:, None]
-            gS *= P
-            back = np.matmul(P.T, g, out=tmp)
-            if hd["V_in"] is not None:
-                back = back @ hd["V_in"]
-            if i == 0:
-                grad[...] = back
-            else:
-                grad += back
-            if U is not None:
-                grad += (gS @ U) @ hd["CA"]
-                grad += (gS.T @ U) @ hd["Cq"]
-            elif hd["XA"] is not None:
-                grad += np.matmul(gS, hd["XA"], out=tmp_in)
-                grad += np.matmul(gS.T, hd["qX"], out=tmp_in)
-            else:
-                grad += (gS @ hd["kX"]) @ hd["Q"]
-                grad += (gS.T @ hd["qX"]) @ hd["K"]
-        return grad.ravel()
-
-
-#: A second reorthogonalisation pass runs when the first left less than this fraction of the
-#: norm (the criterion of Daniel, Gragg, Kaufman and Stewart, 1976).
-_REORTH_KEEP = 2**-0.5
-
-
-def _ritz(alpha, beta):
-    """Eigen-decomposition of the Lanczos tridiagonal matrix (ascending)."""
-    m = len(alpha)
-    T = np.diag(alpha) + np.diag(beta[:m - 1], 1) + np.diag(beta[:m - 1], -1)
-    return np.linalg.eigh(T)
-
-
-def _lanczos(op, v0, *, target, max_basis, max_products, lower2=-np.inf, floor=0.0,
-             min_steps=1):
-    r"""Lanczos with full reorthogonalisation for the top eigenpair of the PSD operator ``op``.
-
-    Stops when the a-posteriori error bound of the top Ritz value :math:`\theta`,
-    :math:`\min(\|r\|, \|r\|^2 / (\theta - \theta_2))` (for a symmetric operator, with
-    :math:`\theta_2 \le \lambda_2` the second Ritz value: Kato-Temple), is at most
-    ``target * theta``. Restarts from the top Ritz vector when the basis is full.
-    ``lower2`` is a known lower estimate of :math:`\lambda_2` (from a previous phase);
-    ``floor`` also stops at a residual below ``floor * theta`` (the rounding level of a
-    float32 operator, where the iteration would only stagnate). No stop on the Kato-Temple
-    bound before ``min_steps`` products: from a start dominated by a lower eigenvector the
-    first Ritz values can look converged, with :math:`\theta_2` far below
-    :math:`\lambda_2`; the residual tests, which need no gap, apply from two products on.
-    Returns ``(theta, unit Ritz vector, best lower estimate of lambda_2, converged)``.
-    """
-    N = v0.size
-    q = v0 / np.linalg.norm(v0)
-    theta, second = 0.0, lower2
-    vecs = np.ones((1, 1))
-    # in the operator's precision (a float32 operator's products are no more accurate)
-    dtype = getattr(op, "dtype", np.float64)
-    basis = np.empty((max_basis + 1, N), dtype=dtype)
-    tmp = np.empty(N, dtype=dtype)  # in-place updates: no fresh vector (page faults) per step
-    while True:
-        basis[0] = q
-        alpha, beta = [], []
-        for j in range(max_basis):
-            if op.count >= max_products:
-                y = vecs[:, -1] @ basis[:j] if j else q
-                return theta, y / np.linalg.norm(y), second, False
-            w = op(basis[j])
-            alpha.append(float(basis[j] @ w))
-            # the three-term recurrence removes the large parts
-            w -= np.multiply(basis[j], alpha[-1], out=tmp)
-            if j:
-                w -= np.multiply(basis[j - 1], beta[-1], out=tmp)
-            b = float(np.linalg.norm(w))
-            for _ in range(2):  # full reorthogonalisation; repeated only when it removed
-                # much (Daniel et al., 1976)
-                w -= np.matmul(basis[:j + 1] @ w, basis[:j + 1], out=tmp)
-                b, before = float(np.linalg.norm(w)), b
-                if b > _REORTH_KEEP * before:
-                    break
-            beta.append(b)
-            vals, vecs = _ritz(np.array(alpha), np.array(beta))
-            theta = float(vals[-1])
-            if j >= 1:
-                second = max(second, float(vals[-2]))
-            res = b * abs(vecs[-1, -1])
-            gap = theta - second
-            bound = res if not gap > 0 or not np.isfinite(gap) else min(res, res * res / gap)
-            # the residual alone bounds the distance of theta to an eigenvalue (no gap
-            # estimate): trusted from two products on; Kato-Temple needs min_steps
-            by_residual = res <= max(target, floor) * theta and op.count >= min(min_steps, 2)
-            by_gap = bound <= target * theta and op.count >= min_steps
-            if by_residual or by_gap or b <= 1e-14 * max(theta, 1e-300):
-                y = vecs[:, -1] @ basis[:j + 1]
-                return theta, y / np.linalg.norm(y), second, True
-            np.divide(w, b, out=basis[j + 1])
-        y = vecs[:, -1] @ basis[:max_basis]
-        q = y / np.linalg.norm(y)
-
-
-#: The power iterations of :func:`_structured_start` stop when a step moves the unit vector
-#: by less than this (a start vector needs no more accuracy).
-_START_CONVERGED = 1e-3
-
-
-def _structured_start(clin, n, d_in, gram, iters=30):
-    r"""Top right singular vectors of sum_h P_h (over tokens) and of V (over dimensions).
-
-    Their outer product is the top singular vector of the first term :math:`P \otimes V`
-    of the Jacobian, which dominates when attention is sharp (the hardmax limit). ``gram``
-    is :math:`V_{cat} V_{cat}^\top` (the normal operator's, computed once).
-    """
-    Pbar = clin.P[0] if clin.P.shape[0] == 1 else clin.P.sum(axis=0)
-    u = np.full(n, 1.0 / np.sqrt(n))
-    for _ in range(iters):
-        u_prev = u
-        u = Pbar.T @ (Pbar @ u)
-        u /= np.linalg.norm(u)
-        if np.linalg.norm(u - u_prev) <= _START_CONVERGED:
-            break
-    V_in = clin.heads.V_in
-    H, r = clin.vX.shape[0], clin.vX.shape[2]
-    x = np.random.default_rng(0).standard_normal(d_in)
-    for _ in range(iters):
-        z = (np.tile(x, H) if V_in is None else np.einsum("hrd,d->hr", V_in, x).ravel())
-        z = (gram @ z).reshape(H, r)
-        x = z.sum(axis=0) if V_in is None else np.einsum("hrd,hr->d", V_in, z)
-        nx = np.linalg.norm(x)
-        if nx == 0:
-            break
-        x /= nx
-    return np.outer(u, x).ravel()
 
 
 # --------------------------------------------------------------------------------------
@@ -675,272 +184,6 @@ class LipschitzResult(NamedTuple):
     right: np.ndarray
     left: np.ndarray
     matvecs: int
-
-
-def _orth_rows(M):
-    """Orthonormal basis (columns) of the row space of M, shape (d, rank)."""
-    _, s, Vt = np.linalg.svd(M, full_matrices=False)
-    rank = int(np.sum(s > s[0] * max(M.shape) * np.finfo(float).eps)) if s.size else 0
-    return Vt[:rank].T
-
-
-def _compressed(lin, d):
-    r"""The same Jacobian on the subspaces it actually uses, and the input basis U.
-
-    ``f`` depends on a direction ``E`` only through ``E Q_h^T``, ``E K_h^T``, ``E V_{in,h}^T``,
-    so :math:`D_X f = D_X f \circ (I \otimes U U^\top)` with ``U`` an orthonormal basis of
-    the row space of the stacked ``Q, K, V_in``; its image lies in the span of the output
-    matrix, replaced by its triangular factor (same norms). Exact, not an approximation.
-    """
-    h = lin.heads
-    U = None
-    if h.Q is not None and h.K is not None and h.V_in is not None:
-        stacked = np.concatenate([M.reshape(-1, d) for M in (h.Q, h.K, h.V_in)])
-        if stacked.shape[0] < d:
-            U = _orth_rows(stacked)
-    Vcat = lin.Vcat
-    if Vcat.shape[0] < Vcat.shape[1]:
-        Vcat = np.linalg.qr(Vcat.T, mode="r").T  # (H r, H r): same row norms of products
-    if U is None:
-        return lin._replace(Vcat=Vcat), None
-    heads = h._replace(Q=h.Q @ U, K=h.K @ U, V_in=h.V_in @ U)
-    return lin._replace(heads=heads, Vcat=Vcat), U
-
-
-#: Below this number of tokens every product is in float64 (float32 saves little there).
-_MIXED_PRECISION_MIN_TOKENS = 128
-#: Weight of the token matrix X (the direction that scales every token) in the start vector.
-_START_WEIGHT_X = 1.0
-#: Fewest products from a fresh (not warm) start before the stopping test is trusted.
-_LANCZOS_MIN_STEPS = 5
-#: Most products with the normal operator for ``method="lanczos"`` when ``maxiter`` is None.
-_LANCZOS_MAX_PRODUCTS = 2000
-#: Memory budget of the Lanczos basis (bytes); the basis restarts when it is full.
-_LANCZOS_BASIS_BYTES = 2**28
-
-
-def _max_products(maxiter):
-    """The product budget of the Lanczos method for the option ``maxiter``."""
-    return _LANCZOS_MAX_PRODUCTS if maxiter is None else maxiter
-
-
-def _not_converged(tol, max_products):
-    return RuntimeError(f"local_lipschitz: Lanczos did not reach tol={tol:g} in "
-                        f"maxiter={max_products} products")
-
-
-def _lanczos_top(clin, n, d_in, *, tol, v0, seed, maxiter, X_in):
-    """Top eigenpair of the normal operator by Lanczos: float32 phase, then float64."""
-    dim = n * d_in
-    tokens = _low_rank_tokens(clin.kX[0]) if clin.heads.K is None else None
-    op64 = _NormalOperator(clin, tokens)
-    if v0 is None:
-        rnd = np.random.default_rng(seed).standard_normal(dim)
-        start = _structured_start(clin, n, d_in, op64.gram) + rnd / np.linalg.norm(rnd)
-        norm_X = np.linalg.norm(X_in)
-        if norm_X > 0:  # the direction scaling every token (sharpens attention)
-            start = start + _START_WEIGHT_X * X_in.ravel() / norm_X
-        min_steps = min(_LANCZOS_MIN_STEPS, dim)
-    else:
-        start, min_steps = v0, 1
-    max_basis = int(min(40, max(8, _LANCZOS_BASIS_BYTES // (8 * dim)), dim))
-    max_products = _max_products(maxiter)
-    second, used = -np.inf, 0
-    if n >= _MIXED_PRECISION_MIN_TOKENS and max(tol, 1e-8) < 1:
-        op32 = op64.astype(np.float32)
-        _, start, second, _ = _lanczos(op32, start, target=max(tol, 1e-8),
-                                       max_basis=max_basis, max_products=max_products // 2,
-                                       floor=1e-5, min_steps=min_steps)
-        min_steps = 1
-        used = op32.count
-    op64.count = used
-    lam, z, _, ok = _lanczos(op64, start, target=tol, max_basis=max_basis,
-                             max_products=max_products, lower2=second,
-                             min_steps=used + min_steps)
-    if not ok:
-        raise _not_converged(tol, max_products)
-    return lam, z, op64.count
-
-
-# --------------------------------------------------------------------------------------
-# tokens that coincide
-# --------------------------------------------------------------------------------------
-
-#: Coinciding tokens are merged when at most this fraction of the tokens are distinct.
-_MERGE_MAX_DISTINCT = 0.5
-
-
-def _coinciding_tokens(X):
-    r"""``(Y, group, counts)``: the distinct rows ``Y`` (m, d) of ``X``, the row of ``Y`` each
-    token equals, and how many tokens equal each; ``None`` unless
-    :math:`m \le` ``_MERGE_MAX_DISTINCT`` :math:`n`. Tokens are grouped by their projection on
-    a fixed random direction, in :math:`O(nd + n \log n)`; the grouping is kept only if every
-    token then equals its group's first token exactly (else ``None``)."""
-    n = X.shape[0]
-    key = X @ np.random.default_rng(12345).standard_normal(X.shape[1])
-    _, first, group, counts = np.unique(key, return_index=True, return_inverse=True,
-                                        return_counts=True)
-    if first.size > _MERGE_MAX_DISTINCT * n:
-        return None
-    Y = X[first]
-    group = group.ravel()
-    if not np.array_equal(X, Y[group]):
-        return None
-    return Y, group, counts
-
-
-class _MergedNormalOperator:
-    r"""The normal operator of :math:`D_X f` when tokens coincide, as a direct sum (derived).
-
-    Let the ``n`` tokens take ``m`` distinct values :math:`y_g`, :math:`n_g` times each (uniform
-    weights, no mask). A direction constant on every group (:math:`e_i = \bar e_g`) moves the
-    atoms of the merged measure :math:`\mu = \sum_g \frac{n_g}{n}\delta_{y_g}`, so it acts
-    through the Jacobian :math:`J_\mu` of the ``m``-token map with weights :math:`n_g / n`, and
-    its image is constant on groups; with the norms :math:`\sum_g n_g |\bar e_g|^2` this is
-    :math:`D^{1/2} J_\mu D^{-1/2}`, :math:`D = \mathrm{diag}(n_g)`. A direction summing to zero
-    on every group leaves :math:`\mu` unchanged to first order (the attention weights are
-    equal within a group), so only the queries move: :math:`D_X f(E)_i = C_{g(i)} e_i` with
-    :math:`C_g = \nabla_y \Gamma_\mu(y_g)` (for one head, :math:`V\,\mathrm{Cov}_{P_g}\,A`),
-    and the image sums to zero on every group. The two subspaces and their images are
-    orthogonal, hence :math:`\|D_X f\|_2 = \max\big(\|D^{1/2} J_\mu D^{-1/2}\|_2,
-    \max_{n_g \ge 2} \|C_g\|_2\big)`. This operator acts on ``[z (m, d_in), c (groups with
-    n_g >= 2, d_in)]``: the first block by the scaled normal operator of :math:`J_\mu`, each
-    row of the second by :math:`C_g^\top C_g`. A product costs :math:`O(m^2 d + m d^2)`
-    instead of :math:`O(n^2 d + n d^2)`.
-    """
-
-    def __init__(self, lin, counts, d_in):
-        self.lin = lin
-        self.scale = np.sqrt(counts.astype(np.float64))[:, None]
-        self.repeated = np.flatnonzero(counts >= 2)
-        self.m = counts.size
-        self.d_in = d_in
-        self.count = 0
-
-    def split(self, v):
-        """``(Z (m, d_in), C (m, d_in))``: the merged direction and the query directions
-        (zero for groups of a single token)."""
-        m, d_in = self.m, self.d_in
-        Z = v[:m * d_in].reshape(m, d_in)
-        C = np.zeros((m, d_in))
-        C[self.repeated] = v[m * d_in:].reshape(-1, d_in)
-        return Z, C
-
-    def __call__(self, v):
-        self.count += 1
-        Z, C = self.split(v)
-        s = self.scale
-        merged = _apply_vjp(self.lin, _apply_jvp(self.lin, Z / s) * s**2) / s
-        query = _apply_vjp(self.lin, _apply_jvp(self.lin, C, query_only=True),
-                           query_only=True)
-        return np.concatenate([merged.ravel(), query[self.repeated].ravel()])
-
-
-def _merged_top_singular(heads, merge, tol, seed, maxiter, vectors):
-    """:func:`_top_singular` through :class:`_MergedNormalOperator` (tokens that coincide)."""
-    Y, group, counts = merge
-    n, d = group.size, Y.shape[1]
-    lin = _linearise(Y, heads, False, counts / n)
-    clin, U = _compressed(lin, d)
-    d_in = d if U is None else U.shape[1]
-    op = _MergedNormalOperator(clin, counts, d_in)
-    dim = (op.m + op.repeated.size) * d_in
-    if dim <= 64:
-        N = np.column_stack([op(e) for e in np.eye(dim)])
-        vals, vecs = np.linalg.eigh((N + N.T) / 2)
-        lam, z = vals[-1], vecs[:, -1]  # op.count is dim: one product per column
-    else:
-        rnd = np.random.default_rng(seed).standard_normal(dim)
-        start = rnd / np.linalg.norm(rnd)
-        Y_in = (Y if U is None else Y @ U) * op.scale  # the tokens' scaling direction
-        if np.any(Y_in):
-            start[:Y_in.size] += Y_in.ravel() / np.linalg.norm(Y_in)
-        max_products = _max_products(maxiter)
-        lam, z, _, ok = _lanczos(op, start, target=tol, max_basis=min(40, dim),
-                                 max_products=max_products,
-                                 min_steps=min(_LANCZOS_MIN_STEPS, dim))
-        if not ok:
-            raise _not_converged(tol, max_products)
-    value = float(np.sqrt(max(lam, 0.0)))
-    if not vectors:
-        return LipschitzResult(value, None, None, op.count)
-    Z, C = op.split(z)
-    # the zero-sum pattern of a group: its first token against the others, unit norm
-    first = np.zeros(n, dtype=bool)
-    first[np.unique(group, return_index=True)[1]] = True
-    size = counts[group].astype(np.float64)
-    a = np.where(first, 1.0 - 1.0 / size, -1.0 / size)
-    a /= np.sqrt(np.maximum(1.0 - 1.0 / size, 1e-300))
-    a[size < 2] = 0.0
-    right = Z[group] / op.scale[group] + a[:, None] * C[group]
-    image = (_apply_jvp(clin, Z / op.scale)[group]
-             + a[:, None] * _apply_jvp(clin, C, query_only=True)[group])
-    if U is not None:
-        right = right @ U.T
-    norm = np.linalg.norm(right)
-    right, image = right / norm, image / norm
-    inorm = np.linalg.norm(image)
-    return LipschitzResult(value, right, image / inorm if inorm > 0 else image, op.count)
-
-
-def _top_singular(lin, X, *, tol, v0, seed, ncv, maxiter, method="lanczos", vectors=True):
-    n, d = X.shape
-    d_in = d
-    clin, U = _compressed(lin, d)
-    if U is not None:
-        d_in = U.shape[1]
-    dim = n * d_in
-    count = [0]
-
-    def normal(v):
-        count[0] += 1
-        Z = v.reshape(n, d_in)
-        return _apply_vjp(clin, _apply_jvp(clin, Z)).ravel()
-
-    if v0 is not None:
-        v0 = _check_direction(v0, (n, d), "v0")
-        v0 = (v0 @ U if U is not None else v0).ravel()
-        if not np.any(v0):
-            raise ValueError("v0 must be non-zero on the subspace the Jacobian uses")
-    if dim <= 64:
-        J = _dense(clin, n, d_in)
-        _, s, Wt = np.linalg.svd(J)
-        lam, z = s[0] ** 2, Wt[0]
-        count[0] = dim
-    elif method == "lanczos":
-        X_in = X if U is None else X @ U
-        lam, z, count[0] = _lanczos_top(clin, n, d_in, tol=tol, v0=v0, seed=seed, X_in=X_in,
-                                        maxiter=maxiter)
-    else:
-        if v0 is None:
-            v0 = np.random.default_rng(seed).standard_normal(dim)
-        op = LinearOperator((dim, dim), matvec=normal, dtype=np.float64)
-        ncv_eff = min(dim - 1, max(ncv, 3))
-        vals, vecs = eigsh(op, k=1, which="LA", tol=tol, v0=v0, ncv=ncv_eff, maxiter=maxiter)
-        lam, z = float(vals[0]), vecs[:, 0]
-    value = float(np.sqrt(max(lam, 0.0)))
-    if not vectors:  # the value alone: no image product
-        return LipschitzResult(value, None, None, count[0])
-    right = z.reshape(n, d_in)
-    if U is not None:
-        right = right @ U.T
-    right = right / np.linalg.norm(right)
-    image = _apply_jvp(lin, right)
-    norm = np.linalg.norm(image)
-    left = image / norm if norm > 0 else image
-    return LipschitzResult(value, right, left, count[0])
-
-
-def _lipschitz_options(tol, seed, ncv, maxiter, method):
-    tol = _checks.positive_float(tol, "tol")
-    ncv = _checks.positive_int(ncv, "ncv")
-    if maxiter is not None:
-        maxiter = _checks.positive_int(maxiter, "maxiter")
-    if seed is not None and not isinstance(seed, (int, np.integer)):
-        raise ValueError(f"seed must be an integer, got {seed!r}")
-    if method not in ("lanczos", "arpack"):
-        raise ValueError(f"method must be 'lanczos' or 'arpack', got {method!r}")
-    return tol, seed, ncv, maxiter
 
 
 def local_lipschitz(X, A, V, *, causal=False, weights=None, tol=1e-6, return_vectors=False,
@@ -1042,24 +285,6 @@ def local_lipschitz_multihead(X, As, Vs, *, causal=False, weights=None, tol=1e-6
     """
     return _local_lipschitz(X, As, Vs, causal, weights, True, tol, return_vectors, v0, seed,
                             ncv, maxiter, method)
-
-
-def _local_lipschitz(X, As, Vs, causal, weights, multi, tol, return_vectors, v0, seed, ncv,
-                     maxiter, method):
-    tol, seed, ncv, maxiter = _lipschitz_options(tol, seed, ncv, maxiter, method)
-    X = _checks.points(X, "X")
-    heads = _heads(As, Vs, X.shape[1], multi=multi)
-    causal = bool(causal)
-    merge = None
-    if not causal and weights is None and v0 is None and method == "lanczos":
-        merge = _coinciding_tokens(X)
-    if merge is not None:
-        res = _merged_top_singular(heads, merge, tol, seed, maxiter, bool(return_vectors))
-    else:
-        res = _top_singular(_linearise(X, heads, causal, weights), X, tol=tol, v0=v0,
-                            seed=seed, ncv=ncv, maxiter=maxiter, method=method,
-                            vectors=bool(return_vectors))
-    return res if return_vectors else res.value
 
 
 # --------------------------------------------------------------------------------------
@@ -1282,3 +507,384 @@ def hardmax_jacobian_norm(X, A, V, *, causal=False):
     V = _checks.matrix(V, "V", cols=X.shape[1])
     counts = np.bincount(hardmax_indices(X, A, causal=causal), minlength=X.shape[0])
     return float(np.linalg.norm(V, 2) * np.sqrt(counts.max()))
+
+
+# --------------------------------------------------------------------------------------
+# machinery: heads, the linearisation at X, the solvers' drivers (used above)
+# --------------------------------------------------------------------------------------
+
+class _Heads(NamedTuple):
+    """Stacked factored heads; ``None`` stands for the identity (no product)."""
+
+    Q: np.ndarray | None      # (H, k, d) : query side of A = K^T Q
+    K: np.ndarray | None      # (H, k, d) or None (A = Q)
+    V_in: np.ndarray | None   # (H, r, d) or None (V = V_out)
+    V_out: np.ndarray         # (H, p, r)
+
+
+def _heads(As, Vs, d, *, multi):
+    """Validate ``A``/``V`` (dense or factored, single or stacked) into :class:`_Heads`."""
+    ndim = 3 if multi else 2
+    nameA, nameV = ("As", "Vs") if multi else ("A", "V")
+
+    def arr(M, name):
+        M = np.asarray(M, dtype=np.float64)
+        if M.ndim != ndim:
+            raise ValueError(f"{name} must have {ndim} dimensions"
+                             f"{' (H, ., .)' if multi else ''}, got shape {M.shape}")
+        if not np.all(np.isfinite(M)):
+            raise ValueError(f"{name} contains non-finite values (NaN or inf)")
+        return M if multi else M[None]
+
+    if isinstance(As, tuple):
+        if len(As) != 2:
+            raise ValueError(f"{nameA} given as a tuple must be the pair (Q, K)")
+        Q, K = arr(As[0], f"{nameA}[0] (Q)"), arr(As[1], f"{nameA}[1] (K)")
+        if Q.shape != K.shape or Q.shape[2] != d:
+            raise ValueError(f"{nameA}: Q and K must have the same shape (., k, {d}), got "
+                             f"{Q.shape[1:]} and {K.shape[1:]}")
+    else:
+        Q, K = arr(As, nameA), None
+        if Q.shape[1:] != (d, d):
+            raise ValueError(f"{nameA} must have shape {'(H, ' if multi else '('}{d}, {d}), "
+                             f"got {np.shape(As)}")
+    if isinstance(Vs, tuple):
+        if len(Vs) != 2:
+            raise ValueError(f"{nameV} given as a tuple must be the pair (V_out, V_in)")
+        V_out, V_in = arr(Vs[0], f"{nameV}[0] (V_out)"), arr(Vs[1], f"{nameV}[1] (V_in)")
+        if V_in.shape[2] != d or V_out.shape[2] != V_in.shape[1]:
+            raise ValueError(f"{nameV}: V_out (., p, r) and V_in (., r, {d}) do not chain, got "
+                             f"{V_out.shape[1:]} and {V_in.shape[1:]}")
+    else:
+        V_out, V_in = arr(Vs, nameV), None
+        if V_out.shape[2] != d:
+            raise ValueError(f"{nameV} must have {d} columns (the token dimension d), got "
+                             f"shape {np.shape(Vs)}")
+    if V_out.shape[0] != Q.shape[0] or (V_in is not None and V_in.shape[0] != Q.shape[0]):
+        raise ValueError(f"{nameA} and {nameV} must have the same number of heads, got "
+                         f"{Q.shape[0]} and {V_out.shape[0]}")
+    return _Heads(Q, K, V_in, V_out)
+
+
+def _project(Z, M):
+    """``Z @ M_h^T`` for every head: (n, d) -> (H, n, k); identity when ``M`` is None."""
+    if M is None:
+        return Z[None]
+    H, k, d = M.shape
+    return (Z @ M.reshape(H * k, d).T).reshape(Z.shape[0], H, k).transpose(1, 0, 2)
+
+
+def _unproject(Z, M):
+    """``sum_h Z_h @ M_h``: (H, n, k) -> (n, d); the transpose of :func:`_project`."""
+    if M is None:
+        return Z.sum(axis=0)
+    H, k, d = M.shape
+    return Z.transpose(1, 0, 2).reshape(Z.shape[1], H * k) @ M.reshape(H * k, d)
+
+
+class _Linearisation(NamedTuple):
+    heads: _Heads
+    qX: np.ndarray   # (H, n, k)
+    kX: np.ndarray   # (H, n, k)
+    vX: np.ndarray   # (H, n, r)
+    P: np.ndarray    # (H, n, n)
+    PvX: np.ndarray  # (H, n, r)
+    Vcat: np.ndarray  # (H r, p): output = out_r (n, H r) @ Vcat
+
+
+def _output_matrix(V_out):
+    H, p, r = V_out.shape
+    return V_out.transpose(0, 2, 1).reshape(H * r, p)
+
+
+def _linearise(X, heads, causal, weights):
+    H = heads.V_out.shape[0]
+    qX = _project(X, heads.Q)
+    kX = _project(X, heads.K)
+    vX = _project(X, heads.V_in)
+    if kX.shape[0] == 1 and H > 1:
+        kX = np.broadcast_to(kX, (H,) + kX.shape[1:])
+    if vX.shape[0] == 1 and H > 1:
+        vX = np.broadcast_to(vX, (H,) + vX.shape[1:])
+    # logits <Q x_i, K x_j> = <A x_i, x_j>, through softmax_matrix's log-sum-exp, weights
+    # and causal mask
+    Ps = [softmax_matrix_of_factors(qX[h], kX[h], weights, causal) for h in range(H)]
+    P = Ps[0][None] if H == 1 else np.stack(Ps)  # one head: a view, not a copy
+    return _Linearisation(heads, qX, kX, vX, P, P @ vX, _output_matrix(heads.V_out))
+
+
+def _apply_jvp(lin, E, query_only=False):
+    """:math:`D_X f(E)`; with ``query_only``, only the change through the queries
+    (:math:`e_i` moves the query of row ``i``, the tokens attended to stay fixed)."""
+    h = lin.heads
+    dS = _project(E, h.Q) @ lin.kX.transpose(0, 2, 1)
+    if not query_only:
+        dS += lin.qX @ _project(E, h.K).transpose(0, 2, 1)
+    W = lin.P * dS
+    dP = W - W.sum(axis=2, keepdims=True) * lin.P
+    out_r = dP @ lin.vX                                   # (H, n, r)
+    if not query_only:
+        out_r += lin.P @ _project(E, h.V_in)
+    H, n, r = out_r.shape
+    return out_r.transpose(1, 0, 2).reshape(n, H * r) @ lin.Vcat
+
+
+def _apply_vjp(lin, G, query_only=False):
+    """The transpose of :func:`_apply_jvp` (same ``query_only``)."""
+    h = lin.heads
+    H, n, r = lin.vX.shape
+    g = (G @ lin.Vcat.T).reshape(n, H, r).transpose(1, 0, 2)        # (H, n, r)
+    gP = g @ lin.vX.transpose(0, 2, 1)                             # (H, n, n)
+    gS = lin.P * (gP - np.einsum("hnr,hnr->hn", g, lin.PvX)[:, :, None])
+    grad = _unproject(gS @ lin.kX, h.Q)
+    if not query_only:
+        grad = grad + _unproject(lin.P.transpose(0, 2, 1) @ g, h.V_in)
+        grad = grad + _unproject(gS.transpose(0, 2, 1) @ lin.qX, h.K)
+    return grad
+
+
+def _check_direction(E, shape, name):
+    E = np.asarray(E, dtype=np.float64)
+    if E.shape != shape:
+        raise ValueError(f"{name} must have shape {shape}, got {E.shape}")
+    if not np.all(np.isfinite(E)):
+        raise ValueError(f"{name} contains non-finite values (NaN or inf)")
+    return E
+
+
+def _prepare(X, As, Vs, causal, weights, multi):
+    X = _checks.points(X, "X")
+    heads = _heads(As, Vs, X.shape[1], multi=multi)
+    return X, _linearise(X, heads, bool(causal), weights)
+
+
+def _dense(lin, n, d):
+    """Dense Jacobian ``(n p, n d)`` from JVPs on the canonical basis (small sizes only)."""
+    basis = np.eye(n * d)
+    cols = [_apply_jvp(lin, basis[c].reshape(n, d)).ravel() for c in range(n * d)]
+    return np.stack(cols, axis=1)
+
+
+def _orth_rows(M):
+    """Orthonormal basis (columns) of the row space of M, shape (d, rank)."""
+    _, s, Vt = np.linalg.svd(M, full_matrices=False)
+    rank = int(np.sum(s > s[0] * max(M.shape) * np.finfo(float).eps)) if s.size else 0
+    return Vt[:rank].T
+
+
+def _compressed(lin, d):
+    r"""The same Jacobian on the subspaces it actually uses, and the input basis U.
+
+    ``f`` depends on a direction ``E`` only through ``E Q_h^T``, ``E K_h^T``, ``E V_{in,h}^T``,
+    so :math:`D_X f = D_X f \circ (I \otimes U U^\top)` with ``U`` an orthonormal basis of
+    the row space of the stacked ``Q, K, V_in``; its image lies in the span of the output
+    matrix, replaced by its triangular factor (same norms). Exact, not an approximation.
+    """
+    h = lin.heads
+    U = None
+    if h.Q is not None and h.K is not None and h.V_in is not None:
+        stacked = np.concatenate([M.reshape(-1, d) for M in (h.Q, h.K, h.V_in)])
+        if stacked.shape[0] < d:
+            U = _orth_rows(stacked)
+    Vcat = lin.Vcat
+    if Vcat.shape[0] < Vcat.shape[1]:
+        Vcat = np.linalg.qr(Vcat.T, mode="r").T  # (H r, H r): same row norms of products
+    if U is None:
+        return lin._replace(Vcat=Vcat), None
+    heads = h._replace(Q=h.Q @ U, K=h.K @ U, V_in=h.V_in @ U)
+    return lin._replace(heads=heads, Vcat=Vcat), U
+
+
+#: Coinciding tokens are merged when at most this fraction of the tokens are distinct.
+_MERGE_MAX_DISTINCT = 0.5
+
+
+def _coinciding_tokens(X):
+    r"""``(Y, group, counts)``: the distinct rows ``Y`` (m, d) of ``X``, the row of ``Y`` each
+    token equals, and how many tokens equal each; ``None`` unless
+    :math:`m \le` ``_MERGE_MAX_DISTINCT`` :math:`n`. Tokens are grouped by their projection on
+    a fixed random direction, in :math:`O(nd + n \log n)`; the grouping is kept only if every
+    token then equals its group's first token exactly (else ``None``)."""
+    n = X.shape[0]
+    key = X @ np.random.default_rng(12345).standard_normal(X.shape[1])
+    _, first, group, counts = np.unique(key, return_index=True, return_inverse=True,
+                                        return_counts=True)
+    if first.size > _MERGE_MAX_DISTINCT * n:
+        return None
+    Y = X[first]
+    group = group.ravel()
+    if not np.array_equal(X, Y[group]):
+        return None
+    return Y, group, counts
+
+
+class _MergedNormalOperator:
+    r"""The normal operator of :math:`D_X f` when tokens coincide, as a direct sum (derived).
+
+    Let the ``n`` tokens take ``m`` distinct values :math:`y_g`, :math:`n_g` times each (uniform
+    weights, no mask). A direction constant on every group (:math:`e_i = \bar e_g`) moves the
+    atoms of the merged measure :math:`\mu = \sum_g \frac{n_g}{n}\delta_{y_g}`, so it acts
+    through the Jacobian :math:`J_\mu` of the ``m``-token map with weights :math:`n_g / n`, and
+    its image is constant on groups; with the norms :math:`\sum_g n_g |\bar e_g|^2` this is
+    :math:`D^{1/2} J_\mu D^{-1/2}`, :math:`D = \mathrm{diag}(n_g)`. A direction summing to zero
+    on every group leaves :math:`\mu` unchanged to first order (the attention weights are
+    equal within a group), so only the queries move: :math:`D_X f(E)_i = C_{g(i)} e_i` with
+    :math:`C_g = \nabla_y \Gamma_\mu(y_g)` (for one head, :math:`V\,\mathrm{Cov}_{P_g}\,A`),
+    and the image sums to zero on every group. The two subspaces and their images are
+    orthogonal, hence :math:`\|D_X f\|_2 = \max\big(\|D^{1/2} J_\mu D^{-1/2}\|_2,
+    \max_{n_g \ge 2} \|C_g\|_2\big)`. This operator acts on ``[z (m, d_in), c (groups with
+    n_g >= 2, d_in)]``: the first block by the scaled normal operator of :math:`J_\mu`, each
+    row of the second by :math:`C_g^\top C_g`. A product costs :math:`O(m^2 d + m d^2)`
+    instead of :math:`O(n^2 d + n d^2)`.
+    """
+
+    def __init__(self, lin, counts, d_in):
+        self.lin = lin
+        self.scale = np.sqrt(counts.astype(np.float64))[:, None]
+        self.repeated = np.flatnonzero(counts >= 2)
+        self.m = counts.size
+        self.d_in = d_in
+        self.count = 0
+
+    def split(self, v):
+        """``(Z (m, d_in), C (m, d_in))``: the merged direction and the query directions
+        (zero for groups of a single token)."""
+        m, d_in = self.m, self.d_in
+        Z = v[:m * d_in].reshape(m, d_in)
+        C = np.zeros((m, d_in))
+        C[self.repeated] = v[m * d_in:].reshape(-1, d_in)
+        return Z, C
+
+    def __call__(self, v):
+        self.count += 1
+        Z, C = self.split(v)
+        s = self.scale
+        merged = _apply_vjp(self.lin, _apply_jvp(self.lin, Z / s) * s**2) / s
+        query = _apply_vjp(self.lin, _apply_jvp(self.lin, C, query_only=True),
+                           query_only=True)
+        return np.concatenate([merged.ravel(), query[self.repeated].ravel()])
+
+
+def _merged_top_singular(heads, merge, tol, seed, maxiter, vectors):
+    """:func:`_top_singular` through :class:`_MergedNormalOperator` (tokens that coincide)."""
+    Y, group, counts = merge
+    n, d = group.size, Y.shape[1]
+    lin = _linearise(Y, heads, False, counts / n)
+    clin, U = _compressed(lin, d)
+    d_in = d if U is None else U.shape[1]
+    op = _MergedNormalOperator(clin, counts, d_in)
+    dim = (op.m + op.repeated.size) * d_in
+    if dim <= 64:
+        N = np.column_stack([op(e) for e in np.eye(dim)])
+        vals, vecs = np.linalg.eigh((N + N.T) / 2)
+        lam, z = vals[-1], vecs[:, -1]  # op.count is dim: one product per column
+    else:
+        rnd = np.random.default_rng(seed).standard_normal(dim)
+        start = rnd / np.linalg.norm(rnd)
+        Y_in = (Y if U is None else Y @ U) * op.scale  # the tokens' scaling direction
+        if np.any(Y_in):
+            start[:Y_in.size] += Y_in.ravel() / np.linalg.norm(Y_in)
+        max_products = _lanczos.product_budget(maxiter)
+        lam, z, _, ok = _lanczos.lanczos(op, start, target=tol, max_basis=min(40, dim),
+                                         max_products=max_products,
+                                         min_steps=min(_lanczos.LANCZOS_MIN_STEPS, dim))
+        if not ok:
+            raise _lanczos.not_converged(tol, max_products)
+    value = float(np.sqrt(max(lam, 0.0)))
+    if not vectors:
+        return LipschitzResult(value, None, None, op.count)
+    Z, C = op.split(z)
+    # the zero-sum pattern of a group: its first token against the others, unit norm
+    first = np.zeros(n, dtype=bool)
+    first[np.unique(group, return_index=True)[1]] = True
+    size = counts[group].astype(np.float64)
+    a = np.where(first, 1.0 - 1.0 / size, -1.0 / size)
+    a /= np.sqrt(np.maximum(1.0 - 1.0 / size, 1e-300))
+    a[size < 2] = 0.0
+    right = Z[group] / op.scale[group] + a[:, None] * C[group]
+    image = (_apply_jvp(clin, Z / op.scale)[group]
+             + a[:, None] * _apply_jvp(clin, C, query_only=True)[group])
+    if U is not None:
+        right = right @ U.T
+    norm = np.linalg.norm(right)
+    right, image = right / norm, image / norm
+    inorm = np.linalg.norm(image)
+    return LipschitzResult(value, right, image / inorm if inorm > 0 else image, op.count)
+
+
+def _top_singular(lin, X, *, tol, v0, seed, ncv, maxiter, method="lanczos", vectors=True):
+    n, d = X.shape
+    d_in = d
+    clin, U = _compressed(lin, d)
+    if U is not None:
+        d_in = U.shape[1]
+    dim = n * d_in
+    count = [0]
+
+    def normal(v):
+        count[0] += 1
+        Z = v.reshape(n, d_in)
+        return _apply_vjp(clin, _apply_jvp(clin, Z)).ravel()
+
+    if v0 is not None:
+        v0 = _check_direction(v0, (n, d), "v0")
+        v0 = (v0 @ U if U is not None else v0).ravel()
+        if not np.any(v0):
+            raise ValueError("v0 must be non-zero on the subspace the Jacobian uses")
+    if dim <= 64:
+        J = _dense(clin, n, d_in)
+        _, s, Wt = np.linalg.svd(J)
+        lam, z = s[0] ** 2, Wt[0]
+        count[0] = dim
+    elif method == "lanczos":
+        X_in = X if U is None else X @ U
+        lam, z, count[0] = _lanczos.lanczos_top(clin, n, d_in, tol=tol, v0=v0, seed=seed,
+                                                X_in=X_in, maxiter=maxiter)
+    else:
+        if v0 is None:
+            v0 = np.random.default_rng(seed).standard_normal(dim)
+        op = LinearOperator((dim, dim), matvec=normal, dtype=np.float64)
+        ncv_eff = min(dim - 1, max(ncv, 3))
+        vals, vecs = eigsh(op, k=1, which="LA", tol=tol, v0=v0, ncv=ncv_eff, maxiter=maxiter)
+        lam, z = float(vals[0]), vecs[:, 0]
+    value = float(np.sqrt(max(lam, 0.0)))
+    if not vectors:  # the value alone: no image product
+        return LipschitzResult(value, None, None, count[0])
+    right = z.reshape(n, d_in)
+    if U is not None:
+        right = right @ U.T
+    right = right / np.linalg.norm(right)
+    image = _apply_jvp(lin, right)
+    norm = np.linalg.norm(image)
+    left = image / norm if norm > 0 else image
+    return LipschitzResult(value, right, left, count[0])
+
+
+def _lipschitz_options(tol, seed, ncv, maxiter, method):
+    tol = _checks.positive_float(tol, "tol")
+    ncv = _checks.positive_int(ncv, "ncv")
+    if maxiter is not None:
+        maxiter = _checks.positive_int(maxiter, "maxiter")
+    if seed is not None and not isinstance(seed, (int, np.integer)):
+        raise ValueError(f"seed must be an integer, got {seed!r}")
+    if method not in ("lanczos", "arpack"):
+        raise ValueError(f"method must be 'lanczos' or 'arpack', got {method!r}")
+    return tol, seed, ncv, maxiter
+
+
+def _local_lipschitz(X, As, Vs, causal, weights, multi, tol, return_vectors, v0, seed, ncv,
+                     maxiter, method):
+    tol, seed, ncv, maxiter = _lipschitz_options(tol, seed, ncv, maxiter, method)
+    X = _checks.points(X, "X")
+    heads = _heads(As, Vs, X.shape[1], multi=multi)
+    causal = bool(causal)
+    merge = None
+    if not causal and weights is None and v0 is None and method == "lanczos":
+        merge = _coinciding_tokens(X)
+    if merge is not None:
+        res = _merged_top_singular(heads, merge, tol, seed, maxiter, bool(return_vectors))
+    else:
+        res = _top_singular(_linearise(X, heads, causal, weights), X, tol=tol, v0=v0,
+                            seed=seed, ncv=ncv, maxiter=maxiter, method=method,
+                            vectors=bool(return_vectors))
+    return res if return_vectors else res.value

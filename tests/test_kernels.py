@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 from transformer_pde import attention
-from transformer_pde._exp_kernel import exp_shifted_rows, exp_shifted_rows_summed, fused_rows
+from transformer_pde._kernels import exp_shifted_rows, exp_shifted_rows_summed, fused_rows
 
 
 def test_exp_shifted_rows_matches_numpy_to_a_few_ulp():
