@@ -11,6 +11,7 @@ from pathlib import Path
 import joblib
 import numpy as np
 import pytest
+from test_gaussian import assert_same_draws
 from transformer_pde import gaussian as G
 
 distributed = pytest.importorskip("distributed")
@@ -43,9 +44,4 @@ def test_clustering_rank_draws_on_a_dask_cluster_match_the_sequential_run(client
     # the runs really went to the cluster's worker processes
     assert stream.data
     assert {task["worker"] for task in stream.data} <= set(client.scheduler_info()["workers"])
-    for a, b in zip(serial, remote, strict=True):
-        np.testing.assert_array_equal(a.P, b.P)
-        np.testing.assert_array_equal(a.V, b.V)
-        np.testing.assert_array_equal(a.run.times, b.run.times)
-        np.testing.assert_array_equal(a.run.Sigma, b.run.Sigma)
-        assert (a.run.status, a.run.rank, a.run.t_stop) == (b.run.status, b.run.rank, b.run.t_stop)
+    assert_same_draws(serial, remote)

@@ -547,9 +547,11 @@ def test_clustering_rank_draws_identity_gives_ceil_half_d():
 
 
 def assert_same_draws(first, second):
+    """Two lists of ``ClusteringDraw`` are the same draws and the same runs, bit for bit."""
     for a, b in zip(first, second, strict=True):
         np.testing.assert_array_equal(a.P, b.P)
         np.testing.assert_array_equal(a.V, b.V)
+        np.testing.assert_array_equal(a.run.times, b.run.times)
         np.testing.assert_array_equal(a.run.Sigma, b.run.Sigma)
         assert (a.run.status, a.run.rank, a.run.t_stop) == (b.run.status, b.run.rank, b.run.t_stop)
 
