@@ -1,11 +1,14 @@
 # Transformers as PDEs: every command runs inside .venv, created and filled from the lock files.
+# The lock files pin packages for CPython 3.11: PYTHON must be a Python 3.11 with venv and pip
+# (e.g. make test PYTHON=python3.11 where python3 is another version).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 NOTEBOOKS ?= $(sort $(wildcard notebooks/*.ipynb))
 
-.PHONY: book test lab execute clean install lint unit nbval seeds notebooks robust book-strict links browser bench
+.PHONY: book test lab execute clean install lint unit nbval portability seeds notebooks robust \
+	book-strict links browser built bench
 
 # The public repository of the book, e.g. https://github.com/OWNER/NAME: when set, the pages get
 # repository, issues, Binder and Colab buttons (book/configure.py); when empty, none of them.
@@ -20,6 +23,10 @@ BROWSER ?= 1
 CHROMIUM ?= $(shell command -v chromium || command -v chromium-browser || echo /usr/bin/chromium)
 
 $(BIN)/python:
+	@$(PYTHON) -c 'import sys, venv, ensurepip; sys.exit(sys.version_info[:2] != (3, 11))' \
+	2>/dev/null || { echo "make: the environment needs Python 3.11 with venv and pip; \
+	'$(PYTHON)' is $$($(PYTHON) --version 2>/dev/null || echo not found). Install Python 3.11 (Debian/Ubuntu: \
+	apt-get install python3.11 python3.11-venv) and run e.g. make test PYTHON=python3.11"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 
 # The lock pins every package; installing it with --no-deps gives exactly that environment.
@@ -42,42 +49,60 @@ lint: install
 	$(BIN)/ruff check lib tests benchmarks book
 
 unit: install
-	$(BIN)/python -m pytest tests
+	$(BIN)/python -m pytest tests --durations=20
+
+NBVAL := -m pytest --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
+	-p no:cacheprovider
+# other kernels than the machine's own: OpenBLAS one generation older, Numba's generic target,
+# one thread (tests/other_kernels.py); a stored output must not depend on them
+OTHER_KERNELS = kernels=$$($(BIN)/python tests/other_kernels.py) && env $$kernels
 
 nbval: install
-	$(BIN)/python -m pytest --nbval --nbval-current-env \
-		--nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider $(NOTEBOOKS)
+	$(BIN)/python $(NBVAL) $(NOTEBOOKS)
+
+# nbval again under other kernels: the stored outputs are the same on every CPU and thread count
+portability: install
+	$(OTHER_KERNELS) $(BIN)/python $(NBVAL) $(NOTEBOOKS)
 
 # Every notebook re-executed with other seeds (the first code cell's `SEED = <int>` replaced;
 # outputs not compared; any error fails), one line per run with the failing cell and its error.
 # make robust: SEEDS (10 by default), plus one run per notebook with its scale switches on.
-# make seeds: the two extra seeds that make test runs, fixed here.
+# make seeds: the extra seed that make test runs, fixed here, under the other kernels.
 # JOBS: concurrent runs (default: the CPUs available); DASK=tcp://host:8786 runs on a cluster.
+# The report of make robust goes to $(REPORTS)/robust.txt (not under _build, which a strict
+# build of the book removes).
 SEEDS ?= 1 2 3 4 5 6 7 8 9 10
-TEST_SEEDS := 101 202
+TEST_SEEDS := 101
+REPORTS ?= reports
 JOBS ?= 0
 DASK ?=
 ROBUST := $(BIN)/python tests/robust.py --jobs $(JOBS) $(if $(DASK),--dask $(DASK))
 
 robust: install
-	$(ROBUST) --seeds "$(SEEDS)" --scale --report $(BUILD)/robust.txt $(NOTEBOOKS)
+	$(ROBUST) --seeds "$(SEEDS)" --scale --report $(REPORTS)/robust.txt $(NOTEBOOKS)
 
 seeds: install
-	$(ROBUST) --seeds "$(TEST_SEEDS)" $(NOTEBOOKS)
+	$(OTHER_KERNELS) $(ROBUST) --seeds "$(TEST_SEEDS)" $(NOTEBOOKS)
 
 book-strict: install
 	rm -rf $(BUILD)
 	$(BIN)/python book/configure.py $(BOOK_CONFIG) "$(REPOSITORY)" "$(BRANCH)"
 	$(BIN)/jupyter-book build . --config $(BOOK_CONFIG) --path-output $(OUT) -W -n --keep-going
 
+# links and browser check the book built by make book or make book-strict (make test builds it
+# first); on their own they refuse to run without a built book instead of checking nothing.
+built:
+	@test -f $(BUILD)/html/index.html || { echo "make: no built book in $(BUILD)/html; \
+	run make book first"; exit 1; }
+
 # Every internal link, anchor and image of the built book resolves (no network used).
-links: install
+links: install built
 	$(BIN)/lychee --offline --include-fragments --no-progress \
 		--exclude-path $(BUILD)/html/_static $(BUILD)/html
 
 # Every page in headless Chromium: typeset math, loaded images, no JavaScript error, no request
 # leaving the machine, no clipped equation, little visible code; screenshots in $(BUILD)/screenshots.
-browser: install
+browser: install built
 ifeq ($(BROWSER),0)
 	@echo "browser check skipped (BROWSER=0)"
 else
@@ -87,12 +112,17 @@ else
 	$(BIN)/python tests/check_rendered_book.py $(BUILD)/html --chromium "$(CHROMIUM)"
 endif
 
-# nbval and the seed sweep run side by side (they share no files; on 2 cores together they
-# take about three quarters of their time in turn); each one's output is printed when it ends
+# nbval, nbval under other kernels and the seed sweep run side by side (they share no files);
+# each one's output is printed when it ends (GNU make 4's --output-sync; older makes, such as
+# macOS's 3.81, interleave the lines instead)
+SYNC := $(if $(filter 3.%,$(MAKE_VERSION)),,--output-sync=target)
 notebooks: install
-	$(MAKE) --no-print-directory -j2 --output-sync=target nbval seeds
+	$(MAKE) --no-print-directory -j3 $(SYNC) nbval portability seeds
 
-test: lint unit notebooks book-strict links browser
+# the checks of the built book run after the build, also under make -j
+test: lint unit notebooks
+	$(MAKE) --no-print-directory book-strict
+	$(MAKE) --no-print-directory links browser
 	@echo "make test: all checks passed"
 
 lab: install
@@ -115,5 +145,5 @@ bench: $(BENCH_STAMP)
 	for f in benchmarks/bench_*.py; do $(BIN)/python $$f || exit 1; done
 
 clean:
-	rm -rf _build .pytest_cache .ruff_cache .hypothesis
+	rm -rf _build $(REPORTS) .pytest_cache .ruff_cache .hypothesis
 	find . -name __pycache__ -not -path "./.venv/*" -prune -exec rm -rf {} +

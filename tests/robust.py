@@ -18,6 +18,7 @@ Usage (``make robust`` and ``make test`` call it)::
 """
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -32,8 +33,10 @@ from joblib import Parallel, delayed, parallel_config
 
 SEED_LINE = re.compile(r"^SEED = (\d+)[ \t]*$", re.M)
 SWITCH_LINE = re.compile(r"^([A-Z][A-Z0-9_]*) = False\b", re.M)
+# a kernel's share of the CPUs reaches BLAS, OpenMP, Numba and joblib (whose cpu_count() reads
+# LOKY_MAX_CPU_COUNT), so that the notebooks' own sweeps do not start a worker per CPU each
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
-                    "NUMBA_NUM_THREADS")
+                    "NUMBA_NUM_THREADS", "LOKY_MAX_CPU_COUNT")
 
 
 def _first_code_cell(notebook):
@@ -87,13 +90,25 @@ class Run:
         return f"{head} {self.seconds:6.0f} s  {where}{self.message}"
 
 
+def available_cpus():
+    """The CPUs this process may run on (its affinity where the system has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def _failure(notebook):
-    """Index and message of the first cell holding an error output."""
-    for index, cell in enumerate(notebook["cells"]):
+    """Number of the first code cell holding an error output, and the error's message.
+
+    Code cells are numbered from 0 and markdown cells are not counted, as nbval does, so that
+    ``cell 18`` here and ``Cell 18`` in nbval's report are the same cell.
+    """
+    code_cells = (c for c in notebook["cells"] if c["cell_type"] == "code")
+    for number, cell in enumerate(code_cells):
         for out in cell.get("outputs", []):
             if out.get("output_type") == "error":
                 value = str(out.get("evalue", "")).strip().splitlines()
-                return index, f"{out.get('ename')}: {value[0][:300] if value else ''}"
+                return number, f"{out.get('ename')}: {value[0][:300] if value else ''}"
     return None, ""
 
 
@@ -122,20 +137,36 @@ def execute(text, name, label, timeout, threads, workdir=None):
     return Run(name, label, True, time.perf_counter() - start)
 
 
-def tasks(paths, seeds, scale, timeout, threads):
-    """One task per notebook and seed, plus one per notebook with switches when ``scale``."""
+def _refused(name, label, message):
+    return Run(name, label, False, 0.0, None, message)
+
+
+def tasks(paths, seeds, scale, timeout, threads, scale_timeout=None):
+    """One task per notebook and seed, plus one per notebook with switches when ``scale``.
+
+    A notebook that cannot be varied (no single ``SEED = <int>`` line, not valid JSON) gives
+    failed runs with the reason, and the other notebooks still run.
+    """
     jobs = []
     for path in paths:
-        notebook = json.loads(Path(path).read_text())
         name, workdir = Path(path).stem, str(Path(path).parent.resolve())
-        switches = scale_switches(notebook)
+        labels = [f"seed {seed}" for seed in seeds]
+        try:
+            notebook = json.loads(Path(path).read_text())
+            switches = scale_switches(notebook)
+            variants = [variant(notebook, seed=seed) for seed in seeds]
+        except (ValueError, OSError) as error:
+            labels += ["scale"] if scale else []
+            jobs += [delayed(_refused)(name, label, f"{type(error).__name__}: {error}")
+                     for label in labels]
+            continue
         if scale and switches:
             label = "scale " + ",".join(switches)
             jobs.append(delayed(execute)(json.dumps(variant(notebook, scale=True)), name,
-                                         label, None, threads, workdir))
-        for seed in seeds:
-            jobs.append(delayed(execute)(json.dumps(variant(notebook, seed=seed)), name,
-                                         f"seed {seed}", timeout, threads, workdir))
+                                         label, scale_timeout or timeout, threads, workdir))
+        for label, copy in zip(labels, variants, strict=True):
+            jobs.append(delayed(execute)(json.dumps(copy), name, label, timeout, threads,
+                                         workdir))
     return jobs
 
 
@@ -148,30 +179,32 @@ def main(argv=None):
     parser.add_argument("--jobs", type=int, default=0,
                         help="concurrent runs (default: the CPUs this process may use)")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds per cell")
+    parser.add_argument("--scale-timeout", type=int, default=7200,
+                        help="seconds per cell in the runs with the scale switches on")
     parser.add_argument("--dask", default="", help="address of a Dask scheduler to run on")
     parser.add_argument("--report", default="", help="also write the report to this file")
     args = parser.parse_args(argv)
 
-    cpus = len(os.sched_getaffinity(0))
+    cpus = available_cpus()
     jobs = args.jobs or cpus
     # Each kernel gets its share of the CPUs, so that concurrent runs do not oversubscribe.
     threads = 0 if args.dask else max(1, cpus // jobs)
     seeds = [int(s) for s in args.seeds.replace(",", " ").split()]
-    work = tasks(args.notebooks, seeds, args.scale, args.timeout, threads)
+    work = tasks(args.notebooks, seeds, args.scale, args.timeout, threads, args.scale_timeout)
     width = max(len(Path(p).stem) for p in args.notebooks)
     print(f"robust: {len(work)} runs, {jobs if not args.dask else 'Dask'} at a time", flush=True)
 
-    if args.dask:
-        from distributed import Client
+    with contextlib.ExitStack() as stack:
+        if args.dask:
+            from distributed import Client
 
-        client = Client(args.dask)  # noqa: F841  (joblib's Dask backend uses it)
-        config = parallel_config(backend="dask")
-    else:
-        # threads suffice (each run is a kernel process); `prefer="threads"` would not do:
-        # with it, parallel_config falls back to one sequential job
-        config = parallel_config(backend="threading", n_jobs=jobs)
-    runs = []
-    with config:
+            stack.enter_context(Client(args.dask))  # joblib's Dask backend finds it
+            stack.enter_context(parallel_config(backend="dask"))
+        else:
+            # threads suffice (each run is a kernel process); `prefer="threads"` would not do:
+            # with it, parallel_config falls back to one sequential job
+            stack.enter_context(parallel_config(backend="threading", n_jobs=jobs))
+        runs = []
         for run in Parallel(return_as="generator_unordered")(work):
             runs.append(run)
             print(run.line(width), flush=True)
