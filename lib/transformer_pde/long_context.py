@@ -1,0 +1,222 @@
+r"""Critical attention scaling :math:`\beta_n = \gamma\log n` for long contexts.
+
+One attention layer with :math:`Q = K = V = I` on unit tokens (Pre-LN: the layer sees the
+normalised tokens), logits :math:`\beta_n\langle\theta_i, \theta_j\rangle`, output
+:math:`y_i = \sum_j \mathrm{softmax}_j(\beta_n\langle\theta_i, \theta_j\rangle)\,\theta_j`
+(Chen, Lin, Polyanskiy and Rigollet, 2025). For equiangular inputs
+(:math:`\langle\theta_i, \theta_j\rangle = \rho` for :math:`i \ne j`) the self weight is
+:math:`k = e^{\beta_n(1-\rho)} = n^{\gamma(1-\rho)}` times the weight of any other token, and
+the cosine of two outputs is an explicit function of :math:`k`, :math:`n` and :math:`\rho`
+(:func:`output_cosine`); its limit as :math:`n \to \infty` (:func:`critical_limit`) jumps at
+:math:`\gamma = 1/(1-\rho)`, and near the jump it is a function of :math:`x = k/n` only
+(:func:`transition_profile`).
+
+:func:`probe_configuration` builds ``n`` unit tokens of which the first two see *exactly* the
+equiangular logits, whatever ``n``, in a dimension that does not grow with ``n``, so that the
+engine's kernels (:func:`transformer_pde.attention.softmax` with ``queries``) compute their
+outputs for :math:`n = 10^5` and beyond without an :math:`n \times n` array.
+"""
+
+import numpy as np
+
+from . import _checks, attention
+
+__all__ = [
+    "critical_gamma",
+    "output_cosine",
+    "critical_limit",
+    "transition_profile",
+    "profile_width",
+    "probe_configuration",
+    "probe_cosine",
+    "probe_sweep_task",
+]
+
+
+def _rho(rho):
+    try:
+        val = float(rho)
+    except (TypeError, ValueError):
+        raise ValueError(f"rho must be a number, got {rho!r}") from None
+    if not (0.0 < val < 1.0):
+        raise ValueError(f"rho must lie in (0, 1), got {rho!r}")
+    return val
+
+
+def _gamma(gamma):
+    g = np.asarray(gamma, dtype=np.float64)
+    if not np.all(np.isfinite(g)) or np.any(g < 0):
+        raise ValueError("gamma must be finite and >= 0")
+    return g
+
+
+def _n(n):
+    n = _checks.positive_int(n, "n")
+    if n < 2:
+        raise ValueError(f"n must be at least 2, got {n}")
+    return n
+
+
+def critical_gamma(rho):
+    r"""The critical :math:`\gamma_c = 1/(1-\rho)` (Chen, Lin, Polyanskiy and Rigollet, 2025)."""
+    return 1.0 / (1.0 - _rho(rho))
+
+
+def output_cosine(n, gamma, rho, *, sum_sq=None):
+    r"""Cosine of the outputs of two tokens that see the equiangular logits.
+
+    .. math::
+
+        \cos(y_i, y_j) = \frac{(k-1)^2\rho + 2(k-1)\sigma + |S|^2}
+                              {(k-1)^2 + 2(k-1)\sigma + |S|^2},
+        \qquad k = n^{\gamma(1-\rho)},\quad \sigma = 1 + (n-1)\rho,
+
+    where :math:`S = \sum_j\theta_j`, for two tokens :math:`i \ne j` with
+    :math:`\langle\theta_i, \theta_l\rangle = \rho` for every :math:`l \ne i` (and the same
+    for :math:`j`) (derived in chapter 8: :math:`y_i \propto (k-1)\theta_i + S` and
+    :math:`\langle\theta_i, S\rangle = \sigma`). ``sum_sq`` is :math:`|S|^2`, by default
+    :math:`n\sigma`, its value for an equiangular configuration. ``gamma`` may be an array.
+    """
+    n = _n(n)
+    rho = _rho(rho)
+    g = _gamma(gamma)
+    sigma = 1.0 + (n - 1) * rho
+    S2 = n * sigma if sum_sq is None else float(sum_sq)
+    if not S2 > 0:
+        raise ValueError(f"sum_sq must be > 0, got {sum_sq!r}")
+    # divide through by max(k - 1, n)^2 so that nothing overflows
+    km1 = np.expm1(g * (1.0 - rho) * np.log(n))
+    scale = np.maximum(km1, float(n))
+    q = km1 / scale
+    rest = (2.0 * km1 * sigma + S2) / scale**2
+    out = (q * q * rho + rest) / (q * q + rest)
+    return out if out.ndim else float(out)
+
+
+def critical_limit(gamma, rho):
+    r"""The limit of :func:`output_cosine` as :math:`n \to \infty`.
+
+    .. math::
+
+        \lim_{n\to\infty}\cos(y_i, y_j) =
+        \begin{cases} 1, & \gamma < 1/(1-\rho),\\ 4\rho/(1+3\rho), & \gamma = 1/(1-\rho),\\
+        \rho, & \gamma > 1/(1-\rho)\end{cases}
+
+    (Chen, Lin, Polyanskiy and Rigollet, 2025; the middle value is :func:`transition_profile`
+    at :math:`x = 1`). ``gamma`` may be an array; :math:`\gamma` within :math:`10^{-12}`
+    relative of :math:`1/(1-\rho)` counts as critical.
+    """
+    rho = _rho(rho)
+    g = _gamma(gamma)
+    c = g * (1.0 - rho)
+    out = np.where(c < 1.0, 1.0, rho)
+    out = np.where(np.abs(c - 1.0) <= 1e-12, 4.0 * rho / (1.0 + 3.0 * rho), out)
+    return out if out.ndim else float(out)
+
+
+def transition_profile(x, rho):
+    r"""The shape of the transition, :math:`\Phi_\rho(x) = \rho(1+x)^2/(x^2 + 2\rho x + \rho)`.
+
+    For :math:`n \to \infty` with :math:`x = k/n = n^{\gamma(1-\rho) - 1}` fixed,
+    :func:`output_cosine` tends to :math:`\Phi_\rho(x)` (derived in chapter 8);
+    :math:`\Phi_\rho(0) = 1`, :math:`\Phi_\rho(1) = 4\rho/(1+3\rho)`,
+    :math:`\Phi_\rho(\infty) = \rho`, and :math:`\Phi_\rho` decreases on :math:`[0, \infty)`.
+    """
+    rho = _rho(rho)
+    x = np.asarray(x, dtype=np.float64)
+    if not np.all(x >= 0):
+        raise ValueError("x must be >= 0")
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = rho * (1 + x) ** 2 / (x * x + 2 * rho * x + rho)
+    out = np.where(np.isinf(x), rho, out)
+    return out if out.ndim else float(out)
+
+
+def profile_width(rho, level=0.1):
+    r"""Width in :math:`\log x` of the transition: :math:`\log(x_+/x_-)`.
+
+    :math:`x_\mp` are the points where :math:`\Phi_\rho` has covered the fractions ``level``
+    and ``1 - level`` of its drop from 1 to :math:`\rho`. Since :math:`\log x = (\gamma(1-\rho)
+    - 1)\log n`, the transition in :math:`\gamma` has the width
+    ``profile_width(rho, level) / ((1 - rho) log n)`` as :math:`n \to \infty` (derived in
+    chapter 8): it sharpens like :math:`1/\log n`. :math:`\Phi_\rho(x) = T` is the quadratic
+    :math:`(\rho - T)x^2 + 2\rho(1 - T)x + \rho(1 - T) = 0`, whose roots have a negative
+    product for :math:`\rho < T < 1`: one positive root.
+    """
+    rho = _rho(rho)
+    level = float(level)
+    if not 0.0 < level < 0.5:
+        raise ValueError(f"level must lie in (0, 0.5), got {level!r}")
+
+    def solve(p):  # Phi(x) = rho + (1 - rho) p, p in (0, 1): a quadratic in x
+        target = rho + (1 - rho) * p
+        # rho (1 + x)^2 = target (x^2 + 2 rho x + rho)
+        a2 = rho - target
+        a1 = 2 * rho - 2 * rho * target
+        a0 = rho - target * rho
+        disc = a1 * a1 - 4 * a2 * a0
+        roots = np.roots([a2, a1, a0]) if disc >= 0 else np.array([])
+        pos = [float(np.real(z)) for z in roots if np.isreal(z) and np.real(z) > 0]
+        if len(pos) != 1:
+            raise RuntimeError(f"expected one positive root, got {roots}")
+        return pos[0]
+
+    return float(np.log(solve(level) / solve(1.0 - level)))
+
+
+def probe_configuration(n, rho, d_bulk, rng):
+    r"""``n`` unit tokens in :math:`\mathbb R^{3 + d_b}`; tokens 0 and 1 see exact equiangular logits.
+
+    :math:`\theta_l = \sqrt\rho\,e_0 + \sqrt{1-\rho}\,g_l`, with :math:`g_0 = e_1`,
+    :math:`g_1 = e_2`, and the :math:`n - 2` other :math:`g_l` independent and uniform on the
+    unit sphere of the last ``d_bulk`` coordinates. Then :math:`\langle\theta_0,
+    \theta_l\rangle = \rho` for every :math:`l \ne 0` (same for token 1), exactly, while two
+    other tokens have inner product :math:`\rho + (1-\rho)\langle g_l, g_m\rangle`: the rows
+    0 and 1 of attention are those of an equiangular configuration, in dimension
+    :math:`3 + d_b` instead of :math:`n`. Returns ``(X, sum_sq)`` with
+    :math:`|S|^2 = |\sum_l\theta_l|^2` for :func:`output_cosine`.
+    """
+    n = _n(n)
+    rho = _rho(rho)
+    d_bulk = _checks.positive_int(d_bulk, "d_bulk")
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError("rng must be a numpy.random.Generator, e.g. np.random.default_rng(0)")
+    X = np.zeros((n, 3 + d_bulk))
+    X[:, 0] = np.sqrt(rho)
+    G = rng.standard_normal((n - 2, d_bulk))
+    G /= np.linalg.norm(G, axis=1, keepdims=True)
+    X[0, 1] = X[1, 2] = np.sqrt(1.0 - rho)
+    X[2:, 3:] = np.sqrt(1.0 - rho) * G
+    S = X.sum(axis=0)
+    return X, float(S @ S)
+
+
+def probe_cosine(X, gamma, *, chunk_size=None):
+    r"""Cosine of the attention outputs of tokens 0 and 1 at :math:`\beta_n = \gamma\log n`.
+
+    Calls :func:`transformer_pde.attention.softmax` with :math:`A = \beta_n I`,
+    :math:`V = I` and ``queries = X[:2]``: memory :math:`O(nd)`, no :math:`n \times n`
+    array. ``X`` from :func:`probe_configuration` (or any unit tokens).
+    """
+    X = _checks.points(X, "X")
+    n, d = X.shape
+    _n(n)
+    g = float(_gamma(gamma))
+    beta = g * np.log(n)
+    Y = attention.softmax(X, beta * np.eye(d), np.eye(d), queries=X[:2], chunk_size=chunk_size)
+    return float(Y[0] @ Y[1] / (np.linalg.norm(Y[0]) * np.linalg.norm(Y[1])))
+
+
+def probe_sweep_task(key, rho, d_bulk, gammas):
+    r"""One size of a sweep: :func:`probe_configuration` of ``n = key[-1]`` tokens drawn by
+    ``default_rng(key)``, then :func:`probe_cosine` and the exact :func:`output_cosine` at
+    each of ``gammas``.
+
+    Returns ``(measured, exact)``, two arrays of ``len(gammas)`` cosines; a task of
+    :func:`transformer_pde.draws.map_keys`.
+    """
+    n = int(np.atleast_1d(key)[-1])
+    X, S2 = probe_configuration(n, rho, d_bulk, np.random.default_rng(key))
+    g = np.atleast_1d(_gamma(gammas))
+    measured = np.array([probe_cosine(X, gg) for gg in g])
+    return measured, np.atleast_1d(output_cosine(n, g, rho, sum_sq=S2))

@@ -1,0 +1,439 @@
+r"""Normalisation schemes as speed regulation of the token directions.
+
+Write each token as :math:`x_i = r_i\theta_i` with :math:`r_i = |x_i| > 0` and
+:math:`\theta_i \in \mathbb S^{d-1}`, and let the attention vector of the directions be
+
+.. math::
+
+    A_i(\Theta) = \sum_j \frac{e^{\beta\langle\theta_i, \theta_j\rangle}}
+                         {\sum_k e^{\beta\langle\theta_i, \theta_k\rangle}}\,\theta_j
+
+(self-attention with :math:`Q = K = V = I` on the normalised tokens). Karagodin, Ge,
+Polyanskiy and Rigollet (2025) observe that the usual normalisation schemes all move the
+directions by :math:`\dot\theta_i = s_i^{-1} P_{\theta_i} A_i(\Theta)`, with a scheme-dependent
+*speed factor* :math:`s_i`. This module implements six schemes, as continuous-time flows
+(:func:`flow_field`), as residual networks of step :math:`h` (:func:`residual_network`), and
+in the equiangular reduction (:func:`equiangular_rhs`, :func:`equiangular_flow`). The flows
+and layers (``alpha`` the nGPT step, ``switch`` the Mix-LN switching time):
+
+=========  ==========================================  ===========================================
+scheme     flow :math:`\dot x_i`                        layer :math:`x \mapsto`
+=========  ==========================================  ===========================================
+``post``   :math:`P_{x_i}A_i` (:math:`|x_i| = 1`)       :math:`(x + hA)/|x + hA|`
+``pre``    :math:`A_i`                                  :math:`x + hA`
+``peri``   :math:`A_i/|A_i|`                            :math:`x + hA/|A|`
+``mix``    ``post`` for :math:`t <` ``switch``,         the same two layers
+           then ``pre``
+``ngpt``   :math:`\alpha P_{x_i}(A_i/|A_i|)`            :math:`(x + h\alpha(A/|A| - x))/|\cdot|`
+``sqrt``   :math:`(1+t)^{-1/2}A_i`                      :math:`x + h(1 + t)^{-1/2}A`
+=========  ==========================================  ===========================================
+
+with speed factors (:func:`speed_factor`) :math:`s = 1`, :math:`r`, :math:`r|A|`, 1 then
+:math:`r`, :math:`|A|/\alpha` and :math:`r\sqrt{1+t}`. Post-LN is the original Transformer's
+(Vaswani et al., 2017), Pre-LN that of GPT-2 and LLaMA, Peri-LN that of Kim et al. (2025),
+Mix-LN that of Li, Yin and Liu (2025), nGPT that of Loshchilov et al. (2025), and ``sqrt`` the
+:math:`1/\sqrt{\ell}` scaling of layer :math:`\ell` of Sun et al. (2025) with one time unit per
+layer (layer :math:`\ell = 1 + t`); the layers are our transcriptions with
+:math:`Q = K = V = I`, no gains, no feed-forward block.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+
+from . import _checks, attention, sphere
+
+__all__ = [
+    "SCHEMES",
+    "attention_vector",
+    "speed_factor",
+    "flow_field",
+    "residual_network",
+    "pair_gap",
+    "equiangular_rhs",
+    "equiangular_flow",
+    "equiangular_network",
+    "asymptotic_law",
+    "RandomRun",
+    "random_run",
+]
+
+#: The schemes, in the order of the table of the module notes.
+SCHEMES = ("post", "pre", "peri", "mix", "ngpt", "sqrt")
+
+
+def _scheme(scheme):
+    if scheme not in SCHEMES:
+        raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
+    return scheme
+
+
+def _beta(beta):
+    try:
+        val = float(beta)
+    except (TypeError, ValueError):
+        raise ValueError(f"beta must be a number, got {beta!r}") from None
+    if not np.isfinite(val) or val < 0:
+        raise ValueError(f"beta must be a finite number >= 0, got {beta!r}")
+    return val
+
+
+def _options(alpha, switch):
+    alpha = _checks.positive_float(alpha, "alpha")
+    switch = _checks.nonnegative_float(switch, "switch")
+    return alpha, switch
+
+
+def _unit_rows(X, name):
+    r = np.linalg.norm(X, axis=1, keepdims=True)
+    if np.any(r == 0):
+        raise ValueError(f"{name} has a zero row: a token needs a direction")
+    return X / r, r[:, 0]
+
+
+def attention_vector(Theta, beta):
+    r"""Rows :math:`A_i = \sum_j \mathrm{softmax}_j(\beta\langle\theta_i, \theta_j\rangle)\,\theta_j`.
+
+    ``Theta`` (n, d) holds the directions (unit rows; other rows are normalised first). This
+    is :func:`transformer_pde.attention.softmax` with :math:`A = \beta I` and :math:`V = I`
+    on the normalised tokens (Karagodin, Ge, Polyanskiy and Rigollet, 2025).
+    """
+    Theta = _checks.points(Theta, "Theta")
+    beta = _beta(beta)
+    U, _ = _unit_rows(Theta, "Theta")
+    d = U.shape[1]
+    return attention.softmax(U, beta * np.eye(d), np.eye(d))
+
+
+def speed_factor(scheme, r, A, t=0.0, *, alpha=1.0, switch=1.0):
+    r"""Speed factor :math:`s_i` of a scheme: :math:`\dot\theta_i = s_i^{-1}P_{\theta_i}A_i`.
+
+    .. math::
+
+        s^{\mathrm{post}} = 1,\quad s^{\mathrm{pre}} = r,\quad s^{\mathrm{peri}} = r|A|,\quad
+        s^{\mathrm{mix}} = 1 \text{ or } r,\quad s^{\mathrm{nGPT}} = |A|/\alpha,\quad
+        s^{\mathrm{sqrt}} = r\sqrt{1+t}
+
+    (derived in chapter 8 from the flows of the module notes; the framework is that of
+    Karagodin, Ge, Polyanskiy and Rigollet, 2025). ``r`` (n,) the norms, ``A`` (n, d) the
+    attention vectors, ``t`` the time (Mix-LN: 1 for ``t < switch``, else ``r``).
+    """
+    scheme = _scheme(scheme)
+    alpha, switch = _options(alpha, switch)
+    r = np.asarray(r, dtype=np.float64)
+    A = _checks.points(A, "A")
+    if r.shape != (A.shape[0],) or np.any(~np.isfinite(r)) or np.any(r <= 0):
+        raise ValueError(f"r must hold {A.shape[0]} positive norms, got shape {r.shape}")
+    t = float(t)
+    normA = np.linalg.norm(A, axis=1)
+    if scheme == "post" or (scheme == "mix" and t < switch):
+        return np.ones_like(r)
+    if scheme in ("pre", "mix"):
+        return r.copy()
+    if scheme == "peri":
+        return r * normA
+    if scheme == "ngpt":
+        return normA / alpha
+    return r * np.sqrt(1.0 + t)
+
+
+def _project(U, G):
+    return G - np.einsum("ij,ij->i", U, G)[:, None] * U
+
+
+def flow_field(scheme, beta, *, alpha=1.0, switch=1.0):
+    r"""The flow ``(t, X) -> dX/dt`` of a scheme (module notes), for the integrators.
+
+    For ``post``, ``ngpt`` and ``mix`` before its switch the tokens must be unit vectors
+    (the field is tangent, so norms are first integrals); the others act on
+    :math:`\mathbb R^d \setminus \{0\}`. In every case
+    :math:`\dot\theta_i = s_i^{-1}P_{\theta_i}A_i` with :func:`speed_factor`.
+    """
+    scheme = _scheme(scheme)
+    beta = _beta(beta)
+    alpha, switch = _options(alpha, switch)
+
+    def field(t, X):
+        U, _ = _unit_rows(np.asarray(X, dtype=np.float64), "X")
+        A = attention_vector(U, beta)
+        if scheme == "post" or (scheme == "mix" and t < switch):
+            return _project(U, A)
+        if scheme in ("pre", "mix"):
+            return A
+        if scheme == "peri":
+            return A / np.linalg.norm(A, axis=1, keepdims=True)
+        if scheme == "ngpt":
+            return alpha * _project(U, A / np.linalg.norm(A, axis=1, keepdims=True))
+        return A / np.sqrt(1.0 + t)
+
+    field.__name__ = f"{scheme}_flow"
+    return field
+
+
+def residual_network(X0, scheme, beta, T, L, *, alpha=1.0, switch=1.0):
+    r"""The residual network of a scheme: ``L`` layers of step :math:`h = T/L`.
+
+    Layer :math:`\ell` (time :math:`t = \ell h`) is the map of the module notes' table,
+    with :math:`A = A(\Theta)` computed on the directions of the layer's input (by
+    :func:`transformer_pde.sphere.sa_field`, dense, for the small ``n`` of the
+    experiments; :func:`attention_vector` computes the same without an
+    :math:`n \times n` array). ``X0``
+    (n, d): unit rows for ``post``, ``mix`` and ``ngpt`` (checked to :math:`10^{-12}`).
+    Returns all ``L + 1`` layers, shape ``(L + 1, n, d)``. Each layer is an explicit Euler
+    step of :func:`flow_field` followed, for the sphere schemes, by :math:`x \mapsto x/|x|`:
+    a first-order scheme of the flow (chapter 7's lemma for ``post``).
+    """
+    scheme = _scheme(scheme)
+    beta = _beta(beta)
+    alpha, switch = _options(alpha, switch)
+    T = _checks.positive_float(T, "T")
+    L = _checks.positive_int(L, "L")
+    X = _checks.points(X0, "X0").copy()
+    U, r = _unit_rows(X, "X0")
+    if scheme in ("post", "mix", "ngpt") and np.max(np.abs(r - 1.0)) > 1e-12:
+        raise ValueError(f"X0 must have unit rows for scheme {scheme!r}")
+    h = T / L
+    field = sphere.sa_field(beta, tangent=False)  # A(Theta), dense: fast for small n
+    out = np.empty((L + 1, *X.shape))
+    out[0] = X
+    for ell in range(L):
+        t = ell * h
+        U, _ = _unit_rows(X, "X")
+        A = field(t, U)
+        if scheme == "post" or (scheme == "mix" and t < switch):
+            Y = X + h * A
+            X = Y / np.linalg.norm(Y, axis=1, keepdims=True)
+        elif scheme in ("pre", "mix"):
+            X = X + h * A
+        elif scheme == "peri":
+            X = X + h * A / np.linalg.norm(A, axis=1, keepdims=True)
+        elif scheme == "ngpt":
+            Y = X + h * alpha * (A / np.linalg.norm(A, axis=1, keepdims=True) - X)
+            X = Y / np.linalg.norm(Y, axis=1, keepdims=True)
+        else:
+            X = X + h / np.sqrt(1.0 + t) * A
+        out[ell + 1] = X
+    return out
+
+
+def pair_gap(X):
+    r"""Mean over pairs :math:`i < j` of :math:`1 - \langle\theta_i, \theta_j\rangle`.
+
+    Computed as :math:`|\theta_i - \theta_j|^2/2`, which keeps its relative accuracy when
+    the tokens nearly coincide. ``X`` (n, d) or (k, n, d) (one value per layer or time).
+    """
+    arr = np.asarray(X, dtype=np.float64)
+    if arr.ndim not in (2, 3) or arr.shape[-2] < 2 or not np.all(np.isfinite(arr)):
+        raise ValueError(f"X must be a finite array (n, d) or (k, n, d) with n >= 2, got shape "
+                         f"{arr.shape}")
+    r = np.linalg.norm(arr, axis=-1, keepdims=True)
+    if np.any(r == 0):
+        raise ValueError("X has a zero row: a token needs a direction")
+    U = arr / r
+    n = U.shape[-2]
+    i, j = np.triu_indices(n, 1)
+    diff = U[..., i, :] - U[..., j, :]
+    return 0.5 * np.einsum("...pd,...pd->...p", diff, diff).mean(axis=-1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Equiangular reduction
+# ---------------------------------------------------------------------------------------------
+
+def _equi_terms(u, n, beta):
+    """Other-token weight b, self weight a, <theta, A> and |A| at 1 - rho = u."""
+    with np.errstate(over="ignore"):
+        b = 1.0 / (np.exp(beta * u) + (n - 1))
+    a = 1.0 - (n - 1) * b
+    rho = 1.0 - u
+    g = a + (n - 1) * b * rho
+    normA = np.sqrt(np.maximum(a * a + 2 * a * b * (n - 1) * rho
+                               + b * b * (n - 1) * (1 + (n - 2) * rho), 0.0))
+    return a, b, g, normA
+
+
+def equiangular_rhs(scheme, t, u, r, n, beta, *, alpha=1.0, switch=1.0):
+    r"""Right-hand side :math:`(\dot u, \dot r)` of the equiangular reduction, :math:`u = 1 - \rho`.
+
+    If :math:`\langle\theta_i, \theta_j\rangle = \rho` for all :math:`i \ne j` and all norms
+    equal :math:`r`, the configuration stays so, with (derived in chapter 8)
+
+    .. math::
+
+        \dot u = -\frac{2b\,u\,(n - (n-1)u)}{s}, \qquad
+        b = \frac{1}{e^{\beta u} + n - 1}, \qquad
+        \dot r = \frac{r}{s}\langle\theta, A\rangle \text{ (schemes off the sphere)},
+
+    :math:`\langle\theta, A\rangle = a + (n-1)b\rho`, :math:`a = 1 - (n-1)b`,
+    :math:`|A|^2 = a^2 + 2ab(n-1)\rho + b^2(n-1)(1 + (n-2)\rho)`, and :math:`s` the speed
+    factor (:func:`speed_factor`). Post-LN with :math:`u = 1 - \rho` is chapter 7's SA
+    equation.
+    """
+    scheme = _scheme(scheme)
+    beta = _beta(beta)
+    alpha, switch = _options(alpha, switch)
+    n = _checks.positive_int(n, "n")
+    if n < 2:
+        raise ValueError(f"n must be at least 2, got {n}")
+    u = float(u)
+    r = float(r)
+    if not (0.0 <= u <= n / (n - 1)) or not np.isfinite(u):
+        raise ValueError(f"u = 1 - rho must lie in [0, n/(n-1)], got {u!r}")
+    if not (r > 0 and np.isfinite(r)):
+        raise ValueError(f"r must be a positive norm, got {r!r}")
+    _, b, g, normA = _equi_terms(u, n, beta)
+    on_sphere = scheme in ("post", "ngpt") or (scheme == "mix" and t < switch)
+    if scheme == "post" or (scheme == "mix" and t < switch):
+        s = 1.0
+    elif scheme in ("pre", "mix"):
+        s = r
+    elif scheme == "peri":
+        s = r * normA
+    elif scheme == "ngpt":
+        s = normA / alpha
+    else:
+        s = r * np.sqrt(1.0 + t)
+    du = -2.0 * b * u * (n - (n - 1) * u) / s
+    dr = 0.0 if on_sphere else r * g / s
+    return du, dr
+
+
+def equiangular_flow(scheme, u0, n, beta, times, *, r0=1.0, alpha=1.0, switch=1.0,
+                     rtol=1e-11, atol=1e-12):
+    r"""Solve :func:`equiangular_rhs` from :math:`(u_0, r_0)` at ``times[0]``.
+
+    Integrates :math:`(\log u, r)` with SciPy's ``DOP853`` (relative accuracy of :math:`u`
+    down to any size, so that decays to :math:`10^{-30}` are resolved); Mix-LN is integrated
+    in two pieces, before and after ``switch``. Returns ``(u, r)`` at ``times``.
+    """
+    from scipy.integrate import solve_ivp
+
+    t = np.asarray(times, dtype=np.float64)
+    if t.ndim != 1 or t.size < 2 or not np.all(np.isfinite(t)) or np.any(np.diff(t) <= 0):
+        raise ValueError("times must be a strictly increasing 1-D array of at least 2 values")
+    equiangular_rhs(scheme, t[0], u0, r0, n, beta, alpha=alpha, switch=switch)
+    if not u0 > 0:
+        raise ValueError(f"u0 must be > 0 (u = 0 is the cluster, a fixed point), got {u0!r}")
+
+    def rhs(tt, y):
+        u = min(float(np.exp(y[0])), n / (n - 1))
+        du, dr = equiangular_rhs(scheme, tt, u, y[1], n, beta, alpha=alpha, switch=switch)
+        return [du / u, dr]
+
+    pieces = [(t[0], t[-1])]
+    if scheme == "mix" and t[0] < switch < t[-1]:
+        pieces = [(t[0], switch), (switch, t[-1])]
+    y = [np.log(u0), float(r0)]
+    u_out, r_out = np.empty(t.size), np.empty(t.size)
+    for lo, hi in pieces:
+        sel = (t >= lo) & (t <= hi)
+        ev = t[sel]
+        if ev.size == 0 or ev[0] > lo:
+            ev = np.concatenate([[lo], ev])
+        if ev[-1] < hi:
+            ev = np.concatenate([ev, [hi]])
+        sol = solve_ivp(rhs, (lo, hi), y, method="DOP853", t_eval=ev, rtol=rtol, atol=atol)
+        if not sol.success:
+            raise RuntimeError(f"equiangular flow of {scheme!r} failed: {sol.message}")
+        keep = np.isin(ev, t[sel])
+        idx = np.flatnonzero(sel)
+        u_out[idx] = np.exp(sol.y[0][keep])
+        r_out[idx] = sol.y[1][keep]
+        y = sol.y[:, -1]
+    return u_out, r_out
+
+
+def equiangular_network(scheme, u0, n, beta, T, L, *, alpha=1.0, switch=1.0):
+    r"""The residual network (:func:`residual_network`) on an equiangular start, reduced.
+
+    Every layer keeps an equiangular configuration equiangular with equal norms: with
+    :math:`x_i = r\theta_i`, :math:`S = \sum_j\theta_j` and the layer's update
+    :math:`x_i \mapsto p\,\theta_i + q\,(S - \theta_i)` (:math:`p, q` from the weights
+    :math:`a, b` and the scheme), :math:`\langle S - \theta_i, \theta_i\rangle = (n-1)\rho`
+    and :math:`|S - \theta_i|^2 = (n-1)(1 + (n-2)\rho)` give the new :math:`\rho` and
+    :math:`r` in closed form (derived in chapter 8). Returns ``(u, r)`` after
+    ``0, ..., L`` layers; :math:`u = 1 - \rho` is updated as
+    :math:`u' = (|y_i|^2 - \langle y_i, y_j\rangle)/|y_i|^2` with
+    :math:`|y_i|^2 - \langle y_i, y_j\rangle = (p - q)^2 u`, exactly, so that it keeps its
+    relative accuracy.
+    """
+    scheme = _scheme(scheme)
+    beta = _beta(beta)
+    alpha, switch = _options(alpha, switch)
+    T = _checks.positive_float(T, "T")
+    L = _checks.positive_int(L, "L")
+    equiangular_rhs(scheme, 0.0, u0, 1.0, n, beta, alpha=alpha, switch=switch)
+    h = T / L
+    u_out, r_out = np.empty(L + 1), np.empty(L + 1)
+    u, r = float(u0), 1.0
+    u_out[0], r_out[0] = u, r
+    for ell in range(L):
+        t = ell * h
+        a, b, _, normA = _equi_terms(u, n, beta)
+        sphere = scheme in ("post", "ngpt") or (scheme == "mix" and t < switch)
+        if scheme == "post" or (scheme == "mix" and t < switch):
+            c, keep = h, 1.0
+        elif scheme in ("pre", "mix"):
+            c, keep = h, r
+        elif scheme == "peri":
+            c, keep = h / normA, r
+        elif scheme == "ngpt":
+            c, keep = h * alpha / normA, 1.0 - h * alpha
+        else:
+            c, keep = h / np.sqrt(1.0 + t), r
+        # y_i = keep theta_i + c A_i = p theta_i + q (S - theta_i)
+        p, q = keep + c * a, c * b
+        rho = 1.0 - u
+        norm2 = p * p + 2 * p * q * (n - 1) * rho + q * q * (n - 1) * (1 + (n - 2) * rho)
+        gap = (p - q) ** 2 * u  # |y_i|^2 - <y_i, y_j>
+        u = gap / norm2
+        r = 1.0 if sphere else float(np.sqrt(norm2))
+        u_out[ell + 1], r_out[ell + 1] = u, r
+    return u_out, r_out
+
+
+def asymptotic_law(scheme, *, alpha=1.0):
+    r"""How :math:`u = 1 - \rho` vanishes along the equiangular flow, as :math:`t \to \infty`.
+
+    Returns ``("exp", lam)`` for :math:`u \sim Ce^{-\lambda t}` or ``("power", p)`` for
+    :math:`u \sim Ct^{-p}` (derived in chapter 8): Post-LN :math:`e^{-2t}`, nGPT
+    :math:`e^{-2\alpha t}`, Pre-LN, Peri-LN and Mix-LN :math:`t^{-2}`, ``sqrt``
+    :math:`t^{-1}`. The survey of Rigollet (2025) states the first and the second.
+    """
+    scheme = _scheme(scheme)
+    alpha = _checks.positive_float(alpha, "alpha")
+    if scheme == "post":
+        return ("exp", 2.0)
+    if scheme == "ngpt":
+        return ("exp", 2.0 * alpha)
+    if scheme == "sqrt":
+        return ("power", 1.0)
+    return ("power", 2.0)
+
+
+class RandomRun(NamedTuple):
+    """``(gap, radius, step)`` of :func:`random_run`, one value per layer."""
+
+    gap: np.ndarray
+    radius: np.ndarray
+    step: np.ndarray
+
+
+def random_run(key, scheme, n, d, beta, T, L, *, alpha=1.0, switch=1.0):
+    r"""One network of a scheme on ``n`` uniform random unit tokens of :math:`\mathbb R^d`.
+
+    The tokens are drawn by ``numpy.random.default_rng(key)``, so that a sweep through
+    :func:`transformer_pde.draws.map_keys` gives the same results whatever its jobs and
+    backend. Returns a :class:`RandomRun`: ``gap`` the :func:`pair_gap` after each layer
+    (``L + 1`` values), ``radius`` the mean norm :math:`\frac1n\sum_i r_i`, and ``step`` the
+    mean angle :math:`\frac1n\sum_i \angle(\theta_i^{\ell}, \theta_i^{\ell+1})` moved by the
+    directions in each layer (``L`` values).
+    """
+    rng = np.random.default_rng(key)
+    X0 = sphere.uniform_on_sphere(n, d, rng)
+    net = residual_network(X0, scheme, beta, T, L, alpha=alpha, switch=switch)
+    U = net / np.linalg.norm(net, axis=-1, keepdims=True)
+    chord = np.linalg.norm(U[1:] - U[:-1], axis=-1)
+    angle = 2.0 * np.arcsin(np.minimum(chord / 2.0, 1.0))
+    return RandomRun(pair_gap(net), np.linalg.norm(net, axis=-1).mean(axis=1),
+                     angle.mean(axis=1))
