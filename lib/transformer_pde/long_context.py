@@ -165,7 +165,7 @@ def profile_width(rho, level=0.1):
 
 
 def probe_configuration(n, rho, d_bulk, rng):
-    r"""``n`` unit tokens in :math:`\mathbb R^{3 + d_b}`; tokens 0 and 1 see exact equiangular logits.
+    r"""``n`` unit tokens of :math:`\mathbb R^{3 + d_b}`; tokens 0, 1 see equiangular logits.
 
     :math:`\theta_l = \sqrt\rho\,e_0 + \sqrt{1-\rho}\,g_l`, with :math:`g_0 = e_1`,
     :math:`g_1 = e_2`, and the :math:`n - 2` other :math:`g_l` independent and uniform on the

@@ -92,7 +92,7 @@ def _unit_rows(X, name):
 
 
 def attention_vector(Theta, beta):
-    r"""Rows :math:`A_i = \sum_j \mathrm{softmax}_j(\beta\langle\theta_i, \theta_j\rangle)\,\theta_j`.
+    r"""Rows :math:`A_i = \sum_j \mathrm{softmax}_j(\beta\langle\theta_i, \theta_j\rangle)\theta_j`.
 
     ``Theta`` (n, d) holds the directions (unit rows; other rows are normalised first). This
     is :func:`transformer_pde.attention.softmax` with :math:`A = \beta I` and :math:`V = I`

@@ -1,0 +1,166 @@
+"""Tests of transformer_pde.normalisation against independent references.
+
+The speed factors against finite differences of the directions along each flow; the
+equiangular ODE against chapter 7's SA equation and against the flows integrated in R^d;
+the reduced network against the full one; the networks against the ODE (order one); the
+asymptotic laws against long integrations; the rate checks of chapter 8 against wrong laws.
+"""
+
+import numpy as np
+import pytest
+from transformer_pde import dynamics, fitting, normalisation, rates, sphere
+
+SCHEMES = normalisation.SCHEMES
+
+
+@pytest.fixture
+def tokens():
+    rng = np.random.default_rng(8)
+    return sphere.uniform_on_sphere(6, 5, rng)
+
+
+def test_attention_vector_matches_the_dense_softmax(tokens):
+    beta = 1.7
+    G = np.exp(beta * tokens @ tokens.T)
+    dense = (G / G.sum(axis=1, keepdims=True)) @ tokens
+    assert np.allclose(normalisation.attention_vector(tokens, beta), dense, atol=1e-14)
+    # rows are normalised first
+    assert np.allclose(normalisation.attention_vector(3.0 * tokens, beta), dense, atol=1e-14)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("t", [0.5, 3.0])
+def test_speed_factor_against_finite_differences(scheme, t, tokens):
+    # off the sphere, tokens with norms != 1; on it (post, ngpt, mix before 1), unit tokens
+    on_sphere = scheme in ("post", "ngpt") or (scheme == "mix" and t < 1.0)
+    X = tokens if on_sphere else tokens * np.linspace(0.5, 2.0, 6)[:, None]
+    field = normalisation.flow_field(scheme, 1.3, alpha=0.7, switch=1.0)
+    eps = 1e-6
+    U = X / np.linalg.norm(X, axis=1, keepdims=True)
+
+    def direction(Y):
+        return Y / np.linalg.norm(Y, axis=1, keepdims=True)
+
+    V = field(t, X)
+    fd = (direction(X + eps * V) - direction(X - eps * V)) / (2 * eps)
+    A = normalisation.attention_vector(U, 1.3)
+    s = normalisation.speed_factor(scheme, np.linalg.norm(X, axis=1), A, t, alpha=0.7,
+                                   switch=1.0)
+    PA = A - np.einsum("ij,ij->i", U, A)[:, None] * U
+    assert np.allclose(fd, PA / s[:, None], atol=1e-8)
+
+
+def test_post_equiangular_is_chapter_7_sa():
+    for u in (0.9, 0.3, 1e-3):
+        du, dr = normalisation.equiangular_rhs("post", 0.0, u, 1.0, 7, 2.5)
+        assert dr == 0.0
+        assert np.isclose(-du, sphere.equiangular_rhs(1 - u, 7, 2.5, "sa"), rtol=1e-13)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_equiangular_flow_matches_the_flow_in_rd(scheme):
+    n, beta = 5, 1.2
+    X0 = sphere.equiangular_configuration(n, 0.2)
+    times = np.linspace(0.0, 3.0, 7)
+    traj = dynamics.integrate(normalisation.flow_field(scheme, beta, alpha=0.8, switch=1.0),
+                              X0, times, rtol=1e-11, atol=1e-13, max_step=0.05)
+    u, r = normalisation.equiangular_flow(scheme, 0.8, n, beta, times, alpha=0.8, switch=1.0)
+    assert np.allclose(normalisation.pair_gap(traj), u, rtol=1e-7)
+    assert np.allclose(np.linalg.norm(traj, axis=-1).mean(axis=1), r, rtol=1e-7)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_reduced_network_is_the_network(scheme):
+    n = 6
+    X0 = sphere.equiangular_configuration(n, 0.1)
+    net = normalisation.residual_network(X0, scheme, 1.5, 4.0, 40, alpha=0.7, switch=1.0)
+    u, r = normalisation.equiangular_network(scheme, 0.9, n, 1.5, 4.0, 40, alpha=0.7,
+                                             switch=1.0)
+    assert np.allclose(normalisation.pair_gap(net), u, rtol=1e-12)
+    assert np.allclose(np.linalg.norm(net, axis=-1).mean(axis=1), r, rtol=1e-12)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_network_converges_to_the_ode_at_order_one(scheme):
+    times = np.linspace(0.0, 4.0, 5)
+    u_ode, _ = normalisation.equiangular_flow(scheme, 0.9, 6, 1.5, times, switch=1.0)
+    errs = []
+    for L in (100, 200, 400):
+        u, _ = normalisation.equiangular_network(scheme, 0.9, 6, 1.5, 4.0, L, switch=1.0)
+        errs.append(abs(u[-1] / u_ode[-1] - 1))
+    ratios = np.array(errs[:-1]) / np.array(errs[1:])
+    assert np.all(np.abs(ratios - 2) < 0.15), ratios
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_asymptotic_laws(scheme):
+    kind, value = normalisation.asymptotic_law(scheme, alpha=0.5)
+    t = np.array([0.0, 200.0, 400.0, 800.0]) if kind == "power" else np.array(
+        [0.0, 10.0, 20.0, 30.0]) * 2.0 / value
+    u, r = normalisation.equiangular_flow(scheme, 1.0, 8, 1.0, t, alpha=0.5, switch=2.0)
+    if kind == "exp":
+        rate = -np.diff(np.log(u[1:])) / np.diff(t[1:])
+        assert np.allclose(rate, value, rtol=1e-6)
+    else:
+        p = -np.diff(np.log(u[1:])) / np.diff(np.log(t[1:]))
+        # corrections O(1/t) for t^-2 (r = t + c), O(t^-1/2) for the depth scaling
+        assert np.all(np.abs(p - value) < (0.02 if value == 2 else 0.1)), p
+        # u r^2 tends to a constant: the norm is the clock
+        c = u[1:] * r[1:] ** 2
+        assert abs(c[-1] / c[-2] - 1) < 1e-3
+
+
+def test_the_norm_is_the_clock():
+    # pre, peri and sqrt trace the same curve u(r) from the same start
+    curves = {}
+    for scheme in ("pre", "peri", "sqrt"):
+        t = np.linspace(0.0, 200.0, 4001)
+        u, r = normalisation.equiangular_flow(scheme, 0.7, 6, 1.0, t)
+        curves[scheme] = (r, u)
+    r_ref, u_ref = curves["pre"]
+    for scheme in ("peri", "sqrt"):
+        r, u = curves[scheme]
+        grid = np.linspace(1.5, min(r.max(), r_ref.max()) * 0.9, 20)
+        a = np.interp(grid, r_ref, np.log(u_ref))
+        b = np.interp(grid, r, np.log(u))
+        assert np.allclose(a, b, atol=1e-3)
+
+
+def test_random_run_is_reproducible_and_rates_reject_wrong_laws():
+    run = normalisation.random_run([1, 2], "post", 8, 16, 1.0, 30.0, 300)
+    again = normalisation.random_run([1, 2], "post", 8, 16, 1.0, 30.0, 300)
+    assert np.array_equal(run.gap, again.gap)
+    t = 0.1 * np.arange(301)
+    rate = rates.decay_rate(t, run.gap, high=1e-6, low=1e-12)
+    assert abs(rate - 2 * np.log1p(0.1) / 0.1) < 1e-4
+    assert abs(rate - 2.0) > 1e-2  # the flow's rate 2 is rejected by the tolerance 1e-4
+    pre = normalisation.random_run([1, 2], "pre", 8, 16, 1.0, 60.0, 600)
+    late = 0.1 * np.arange(601) >= 30
+    p = fitting.fit_power_law(pre.radius[late], pre.gap[late]).exponent
+    assert abs(p + 2) < 0.02
+    # a wrong law (gap ~ r^-1, e.g. the depth-scaling rate in t) is rejected
+    assert abs(p + 1) > 0.5
+    synthetic = pre.radius[late] ** -1.0
+    assert abs(fitting.fit_power_law(pre.radius[late], synthetic).exponent + 2) > 0.02
+
+
+def test_bad_inputs_raise():
+    X = np.eye(3)
+    with pytest.raises(ValueError, match="scheme"):
+        normalisation.residual_network(X, "layer", 1.0, 1.0, 10)
+    with pytest.raises(ValueError, match="beta"):
+        normalisation.attention_vector(X, -1.0)
+    with pytest.raises(ValueError, match="X0"):
+        normalisation.residual_network(2 * X, "post", 1.0, 1.0, 10)
+    with pytest.raises(ValueError, match="alpha"):
+        normalisation.flow_field("ngpt", 1.0, alpha=0.0)
+    with pytest.raises(ValueError, match="u"):
+        normalisation.equiangular_rhs("pre", 0.0, 3.0, 1.0, 4, 1.0)
+    with pytest.raises(ValueError, match="r"):
+        normalisation.equiangular_rhs("pre", 0.0, 0.5, -1.0, 4, 1.0)
+    with pytest.raises(ValueError, match="times"):
+        normalisation.equiangular_flow("pre", 0.5, 4, 1.0, [1.0, 0.0])
+    with pytest.raises(ValueError, match="r must"):
+        normalisation.speed_factor("pre", np.ones(2), X)
+    with pytest.raises(ValueError, match="X"):
+        normalisation.pair_gap(np.ones(3))
