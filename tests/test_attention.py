@@ -396,65 +396,22 @@ def test_chunk_size_does_not_change_result(variant, causal):
         np.testing.assert_allclose(fn(X, cs, causal, w), reference, rtol=1e-13, atol=1e-14)
 
 
+@pytest.mark.parametrize("d", [2, 24])
 @pytest.mark.parametrize("causal", [False, True])
-def test_automatic_chunks_match_one_dense_block(causal):
-    # n = 1100 tokens: the default block holds 2**18 // 1100 = 238 queries, so five chunks.
+def test_automatic_chunks_match_one_dense_block(causal, d, monkeypatch):
+    # d = 2: the fused rows, in tiles of 100 columns (several per row); d = 24: chunks of
+    # default_rows queries, 48 with a second-level cache of 64 KiB, so 23 chunks
+    monkeypatch.setattr(_kernels, "cache_sizes", lambda: (1600, 2**16))
+    assert _kernels.fused_tile() == 100 and _kernels.default_rows(1100, 24, 24) == 48
     rng = np.random.default_rng(6)
-    X = rng.normal(size=(1100, 2))
-    A = rng.normal(size=(2, 2))
-    V = rng.normal(size=(2, 2))
+    X = rng.normal(size=(1100, d))
+    A = rng.normal(size=(d, d)) / np.sqrt(d)
+    V = rng.normal(size=(2, d))
     auto = attention.softmax(X, A, V, causal=causal)
     dense = attention.softmax(X, A, V, causal=causal, chunk_size=1100)
     np.testing.assert_allclose(auto, dense, rtol=1e-13, atol=1e-14)
     P = attention.softmax_matrix(X, A, causal=causal)
     np.testing.assert_allclose(P @ X @ V.T, auto, rtol=1e-11, atol=1e-12)
-
-
-def _plan(monkeypatch, threads, m, n, inner, p):
-    """The plan of a call on a machine where a call may use ``threads`` threads."""
-    monkeypatch.setattr(_kernels, "thread_count", lambda: threads)
-    return _kernels.Plan(m, n, inner, p, None)
-
-
-@pytest.mark.parametrize("threads", [2, 3, 16])
-@pytest.mark.parametrize("causal", [False, True])
-def test_concurrent_chunks_of_large_inner_dimension_match_one_dense_block(causal, threads,
-                                                                          monkeypatch):
-    # d = 32 (above the fused path): 1100 queries make chunks that run concurrently, one
-    # task per thread, with NumPy's BLAS on the calling threads; the BLAS setting is restored
-    rng = np.random.default_rng(7)
-    X = rng.normal(size=(1100, 32))
-    A = rng.normal(size=(32, 32)) / 32
-    V = rng.normal(size=(32, 32))
-    assert _plan(monkeypatch, threads, 1100, 1100, 32, 32).concurrent
-    # fewer than 2 tokens per dimension, or fewer than 2^25 multiply-adds in the logits, or
-    # one thread: chunks in turn, the products on BLAS's threads
-    assert not _plan(monkeypatch, threads, 700, 700, 384, 384).concurrent
-    assert not _plan(monkeypatch, threads, 300, 300, 64, 64).concurrent
-    assert not _plan(monkeypatch, 1, 4000, 4000, 384, 384).concurrent
-    assert _plan(monkeypatch, threads, 1000, 1000, 384, 384).concurrent
-    before = threadpoolctl.threadpool_info()
-    auto = attention.softmax(X, A, V, causal=causal)
-    assert threadpoolctl.threadpool_info() == before
-    dense = attention.softmax(X, A, V, causal=causal, chunk_size=1100)
-    np.testing.assert_allclose(auto, dense, rtol=1e-13, atol=1e-14)
-    P = attention.softmax_matrix(X, A, causal=causal)
-    np.testing.assert_allclose(P @ X @ V.T, auto, rtol=1e-11, atol=1e-12)
-
-
-@pytest.mark.parametrize("threads", [2, 3, 16])
-def test_concurrent_chunks_are_equal_and_shared_evenly_between_the_threads(threads,
-                                                                         monkeypatch):
-    for m, n, inner, p in ((1000, 1000, 64, 64), (4000, 4000, 384, 384), (1101, 1101, 32, 3),
-                           (4097, 4097, 20, 2)):
-        plan = _plan(monkeypatch, threads, m, n, inner, p)
-        assert plan.concurrent
-        bounds = plan.bounds()
-        starts, stops = zip(*bounds, strict=True)
-        assert starts[0] == 0 and stops[-1] == m and starts[1:] == stops[:-1]
-        sizes = [b - a for a, b in bounds]
-        assert max(sizes) - min(sizes) <= 1
-        assert len(bounds) % threads == 0
 
 
 def test_calls_of_other_sizes_in_between_change_no_result():
@@ -471,18 +428,6 @@ def test_calls_of_other_sizes_in_between_change_no_result():
     for out, (_, _, _, ref) in zip(outputs, problems, strict=True):
         np.testing.assert_allclose(out, ref, rtol=1e-11, atol=1e-12)
     assert not np.shares_memory(outputs[0], outputs[3])
-
-
-def test_blas_setting_restored_after_an_error_in_concurrent_chunks():
-    rng = np.random.default_rng(8)
-    X = rng.normal(size=(1100, 32))
-    queries = X.copy()
-    queries[-1] = 1e300  # its logits overflow
-    before = threadpoolctl.threadpool_info()
-    with pytest.raises(ValueError, match="query 1099 overflow"):
-        with np.errstate(over="ignore", invalid="ignore"):
-            attention.softmax(X, 1e10 * np.eye(32), np.eye(32), queries=queries)
-    assert threadpoolctl.threadpool_info() == before
 
 
 # --------------------------------------------------------------------------------------
@@ -888,61 +833,20 @@ def test_overflowing_logits_raise_a_clear_error():
             attention.softmax(X, np.eye(2), np.eye(2))
 
 
-def test_chunks_on_several_threads_raise_the_error_of_their_query():
-    # n = 1100, d = 2: chunks computed concurrently; the error of the last query reaches
-    # the caller, and the caller's np.errstate applies on the threads too
+@pytest.mark.parametrize("d", [2, 32])
+def test_the_error_of_a_query_names_it_whichever_thread_computed_it(d, monkeypatch):
+    # d = 2: the fused rows, shared between 4 threads (a free hand-off makes every call
+    # parallel); d = 32: chunks of queries. The last query's logits overflow: the error names
+    # it, the caller's np.errstate applies on every thread, and BLAS's setting is unchanged
+    monkeypatch.setattr(_kernels._workers, "handoff", lambda: 0.0)
+    monkeypatch.setattr(_kernels, "thread_count", lambda: 4)
     rng = np.random.default_rng(12)
-    X = rng.normal(size=(1100, 2))
+    X = rng.normal(size=(1100, d))
     queries = X.copy()
-    queries[-1] = [1e300, 1e300]  # its logits overflow to inf
+    queries[-1] = 1e300  # its logits overflow to inf
+    before = threadpoolctl.threadpool_info()
+    assert _kernels.Plan(1100, 1100, d, d, None).fused == (d == 2)
     with pytest.raises(ValueError, match="query 1099 overflow"):
         with np.errstate(over="ignore", invalid="ignore"):
-            attention.softmax(X, 1e10 * np.eye(2), np.eye(2), queries=queries)
-
-
-def test_thread_count_follows_the_cpus_and_the_blas_limit(monkeypatch):
-    # a machine with 16 CPUs: 16 threads when BLAS may use 16, fewer under a lower limit
-    # (threadpoolctl, or OMP_NUM_THREADS and the like, which set BLAS's limit), no constant cap
-    monkeypatch.setattr(_kernels.os, "sched_getaffinity", lambda pid: set(range(16)),
-                        raising=False)
-    with threadpoolctl.threadpool_limits(limits=16, user_api="blas"):
-        assert _kernels.thread_count() == 16
-    with threadpoolctl.threadpool_limits(limits=3, user_api="blas"):
-        assert _kernels.thread_count() == 3
-    with threadpoolctl.threadpool_limits(limits=1, user_api="blas"):
-        assert _kernels.thread_count() == 1
-        assert not _kernels.Plan(4000, 4000, 384, 384, None).concurrent
-    monkeypatch.setattr(_kernels.os, "sched_getaffinity", lambda pid: {3, 5}, raising=False)
-    with threadpoolctl.threadpool_limits(limits=16, user_api="blas"):
-        assert _kernels.thread_count() == 2
-
-
-def test_no_thread_is_pinned_to_a_cpu(monkeypatch):
-    def refuse(pid, cpus):
-        raise AssertionError("the library must not pin threads to CPUs")
-
-    monkeypatch.setattr(_kernels.os, "sched_setaffinity", refuse, raising=False)
-    monkeypatch.setattr(_kernels, "thread_count", lambda: 4)
-    monkeypatch.setattr(_kernels, "_pool", None)  # a new pool starts its threads here
-    rng = np.random.default_rng(11)
-    for d in (2, 40):
-        X = rng.normal(size=(1200, d))
-        A = rng.normal(size=(d, d)) / d
-        V = rng.normal(size=(d, d))
-        np.testing.assert_allclose(attention.softmax(X, A, V),
-                                   attention.softmax(X, A, V, chunk_size=1200),
-                                   rtol=1e-13, atol=1e-14)
-
-
-def test_a_calling_thread_bound_to_one_cpu_keeps_its_chunks(monkeypatch):
-    # workers it started would inherit its single CPU: the chunks run in turn on it
-    monkeypatch.setattr(_kernels.os, "sched_getaffinity", lambda pid: {0}, raising=False)
-    assert _kernels.thread_count() == 1
-    assert not _kernels.Plan(4000, 4000, 384, 384, None).concurrent
-    rng = np.random.default_rng(10)
-    X = rng.normal(size=(1100, 32))
-    A = rng.normal(size=(32, 32)) / 32
-    V = rng.normal(size=(32, 32))
-    np.testing.assert_allclose(attention.softmax(X, A, V),
-                               attention.softmax(X, A, V, chunk_size=1100),
-                               rtol=1e-13, atol=1e-14)
+            attention.softmax(X, 1e10 * np.eye(d), np.eye(d), queries=queries)
+    assert threadpoolctl.threadpool_info() == before

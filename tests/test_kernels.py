@@ -85,11 +85,49 @@ def test_fused_rows_direct_call_on_one_row():
     keys_t = np.array([[1.0, 2.0, -1.0], [0.0, 1.0, 3.0]])
     values_t = np.array([[1.0, 2.0, 3.0], [1.0, 1.0, 1.0]])  # one value coordinate, ones
     out, mx = np.empty((1, 1)), np.empty(1)
-    fused_rows(q, keys_t, values_t, np.empty(0), False, 0, 1, out, mx)
     logits = q @ keys_t
     p = np.exp(logits - logits.max())
-    assert out[0, 0] == pytest.approx((p @ values_t[0]) / p.sum(), rel=1e-15)
-    assert mx[0] == logits.max()
+    for tile in (1, 2, 3, 64):  # one column per tile, two tiles, one
+        fused_rows(q, keys_t, values_t, np.empty(0), False, 0, 1, out, mx, tile)
+        assert out[0, 0] == pytest.approx((p @ values_t[0]) / p.sum(), rel=1e-15)
+        assert mx[0] == logits.max()
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_fused_rows_in_tiles_match_one_tile(causal):
+    # the online softmax over tiles: the running maximum rises in a later tile (rows whose
+    # largest logit is at the end), the first tiles are masked by zero weights (log-weight
+    # -inf), and rows with a NaN or an infinite logit in any tile are marked for the caller
+    rng = np.random.default_rng(3)
+    m, n, k, p = 120, 333, 3, 2
+    queries = rng.normal(size=(m, k))
+    keys_t = np.ascontiguousarray(rng.normal(size=(k, n)) * np.linspace(0.1, 3.0, n))
+    values_t = np.vstack([rng.normal(size=(p, n)), np.ones(n)])
+    logw = np.log(rng.random(n))
+    logw[:70] = -np.inf
+    queries[75, 0] = np.nan
+    queries[76] = 1e308  # logits +-inf (or NaN)
+    outs = {}
+    for tile in (7, 64, 100, n):
+        out, mx = np.full((m, p), -1.0), np.empty(m)
+        fused_rows(queries, keys_t, values_t, logw, causal, 0, m, out, mx, tile)
+        outs[tile] = out, mx
+    one_tile, mx_one = outs[n]
+    ok = np.isfinite(mx_one)
+    assert np.isnan(mx_one[75]) and not ok[76] and ok.sum() == (48 if causal else 118)
+    if causal:  # the first 70 queries see only tokens of zero weight
+        assert np.all(mx_one[:70] == -np.inf)
+    for out, mx in outs.values():
+        np.testing.assert_array_equal(mx[ok], mx_one[ok])
+        assert np.all(~np.isfinite(mx[~ok]))
+        np.testing.assert_allclose(out[ok], one_tile[ok], rtol=1e-14, atol=1e-15)
+    # against NumPy on the rows that have one
+    with np.errstate(over="ignore", invalid="ignore"):
+        L = queries @ keys_t + logw
+    for i in np.flatnonzero(ok):
+        cols = slice(0, i + 1) if causal else slice(0, n)
+        e = np.exp(L[i, cols] - L[i, cols].max())
+        np.testing.assert_allclose(one_tile[i], values_t[:p, cols] @ e / e.sum(), rtol=1e-13)
 
 
 def test_fused_path_errors_are_clear():

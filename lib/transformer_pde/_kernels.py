@@ -1,13 +1,17 @@
-r"""Kernels of softmax attention: the compiled exponential, fused rows, chunks and threads.
+r"""Kernels of softmax attention: the compiled exponential, fused rows, chunks of queries and
+the library's worker threads.
 
 This module holds the machinery behind :mod:`.attention` and :mod:`.lipschitz`; the formulas
 live there.
 
-**The exponential.** NumPy's float64 ``exp`` is vectorised only on CPUs with AVX-512;
-without it, it is a scalar loop (about 8 ns per value on an AVX2 machine), and softmax
-attention at small ``d`` spends most of its time in it. :func:`exp_shifted_rows` computes
-:math:`e^{L_{ij} - \max_k L_{ik}}` in place, the row maximum included, with a polynomial
-the compiler vectorises for the machine it runs on:
+**The exponential.** :func:`exp_shifted_rows` computes :math:`e^{L_{ij} - \max_k L_{ik}}`
+in place, the row maximum included (and, in :func:`exp_shifted_rows_summed`, the row sum
+while the row is in cache), with a polynomial that the compiler (Numba, LLVM) vectorises for
+the CPU it runs on, whatever its vector units (SSE, AVX2, AVX-512, NEON). NumPy's float64
+``exp`` is vectorised only on x86 CPUs with AVX-512 and is a scalar loop elsewhere (about
+8 ns per value on an AVX2 CPU, where this kernel takes under 5 ns); on an AVX-512 CPU the
+two take about 1 ns per value, and the kernel also saves the passes of the maximum and the
+sum. The kernel:
 
 * range reduction :math:`x = k\ln 2 + r`, :math:`|r| \le \tfrac12\ln 2`, with :math:`k` the
   nearest integer to :math:`x/\ln 2` (added to :math:`1.5\cdot 2^{52}`, whose last bits then
@@ -21,24 +25,41 @@ the compiler vectorises for the machine it runs on:
 
 The row maximum is taken over four interleaved partial maxima, so that the comparisons do
 not wait for one another. Relative error about :math:`4\cdot 10^{-16}` against ``numpy.exp``
-(tested). The compiled functions release the GIL, so blocks of rows run on several threads.
+(tested). The compiled functions release the GIL, so rows run on several threads at once.
 
-**Threads** (:func:`thread_count`): as many as the CPUs the calling thread may run on
-(``os.sched_getaffinity``), lowered by the limit of NumPy's BLAS in force, which follows the
+**No process-wide state.** A call changes nothing that the other threads of the program see:
+it never sets the thread count of NumPy's BLAS (:mod:`threadpoolctl` only reads it), and the
+library's worker threads (:func:`run_blocks`) are started once, on demand, never stopped and
+never bound to CPUs; a call hands work only to workers that are idle and runs it on its own
+thread otherwise. Calls from any number of threads at once therefore give the results of the
+same calls made one at a time: the fused rows are computed row by row whatever thread takes
+them, and the chunks of queries have sizes that depend only on the problem and the cache
+sizes (:func:`cache_sizes`), never on the threads.
+
+**Threads** (:func:`thread_count`): a call uses at most as many threads as the CPUs the
+calling thread may run on, lowered by the limit of NumPy's BLAS in force, which follows the
 standard variables (``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``, ``MKL_NUM_THREADS``) and
-:func:`threadpoolctl.threadpool_limits`. So ``with threadpool_limits(1): ...`` runs a call
-on one thread, and ``taskset -c 0,1`` on two. Matrix products use the BLAS threads, except
-where a measurement showed the library's own threads (a pool without CPU pinning,
-:func:`on_threads`) do better: the compiled rows of small dimension (:func:`_fused_average`),
-and, with enough work, whole chunks of queries, each with its logits, exponentials and
-products on one thread (:class:`Plan`); the measurements are in their docstrings.
+:func:`threadpoolctl.threadpool_limits`. So ``with threadpool_limits(1): ...`` runs a call on
+one thread, and ``taskset -c 0,1`` on two. Matrix products run on BLAS's threads; the
+compiled rows of small dimension (:func:`fused_rows`) on the library's workers.
+
+**Memory of a call** (beyond its inputs and output, whatever the number of threads): the
+fused path holds contiguous copies of its factors, :math:`8(k + p + 2)n + 8mk` bytes for
+logits of inner dimension :math:`k`, :math:`p` value coordinates, :math:`m` queries and
+:math:`n` tokens, plus one tile of :func:`fused_tile` logits and :math:`p + 1` sums per
+thread taking part (a few KiB each); the chunked path holds one block of logits of
+:func:`default_rows` rows, at most :math:`\max(L_2, 16\,q\,n)` bytes with
+:math:`q = \max(k, p)` (twice the size of an :math:`n \times q` array of tokens, see
+:func:`default_rows`), and the projected tokens.
 """
 
 import contextvars
+import functools
 import math
 import os
+import queue
 import threading
-from concurrent.futures import ThreadPoolExecutor
+import time
 
 import numba
 import numpy as np
@@ -155,43 +176,68 @@ def _sum(a):
     return acc
 
 
+
 @numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy",
             fastmath={"contract"})
-def fused_rows(queries, keys_t, values_t, logw, causal, row0, row1, out, row_max):
+def fused_rows(queries, keys_t, values_t, logw, causal, row0, row1, out, row_max, tile):
     r"""Softmax averages of rows ``row0..row1-1``, fused: logits, exponential and sums per row.
 
     ``queries`` (m, k): the query side of the logits (e.g. :math:`A y_i`); ``keys_t`` (k, n):
     the key side, transposed (logit :math:`L_{ij} = \langle q_i, \text{keys\_t}[:, j]\rangle`);
     ``values_t`` (p + 1, n): the values transposed, with a last row of ones; ``logw`` (n,)
     the log-weights or an empty array for uniform weights; with ``causal``, row ``i`` uses
-    the columns ``j <= i``. Writes ``out[i] = sum_j e^{L_ij - max} v_j / sum_j e^{L_ij - max}``
-    and ``row_max[i]``; a row whose maximum is not finite is skipped (the caller raises).
-    For small ``k`` and ``p``, where one row's logits, exponentials and sums stay in cache
-    instead of passing through memory as a block.
+    the columns ``j <= i``. Writes ``out[i] = sum_j e^{L_ij - M} v_j / sum_j e^{L_ij - M}``
+    and ``row_max[i]`` (the row's largest logit; NaN if one is NaN); a row whose maximum is
+    not finite is skipped (the caller raises).
+
+    A row is processed in tiles of ``tile`` columns, each held in the core's first-level
+    cache through its logits, maximum, exponentials and sums (an online softmax: when a
+    tile raises the running maximum :math:`M`, the sums so far are multiplied by
+    :math:`e^{M_{old} - M}`). For a row of at most ``tile`` columns this is the two-pass
+    computation (maximum, then exponentials) exactly. Memory: one tile and :math:`p + 1`
+    sums, whatever ``n``. The result of a row depends only on its data and ``tile``, not on
+    which thread computes it.
     """
     k, n = keys_t.shape
     p1 = values_t.shape[0]
-    buf = np.empty(n)
+    buf = np.empty(min(tile, n))
+    acc = np.empty(p1)
     for i in range(row0, row1):
         ncols = min(i + 1, n) if causal else n
-        row = buf[:ncols]
-        row[:] = 0.0
-        for a in range(k):
-            q = queries[i, a]
-            kt = keys_t[a]
-            for j in range(ncols):
-                row[j] += q * kt[j]
-        if logw.size:
-            for j in range(ncols):
-                row[j] += logw[j]
-        mx = _row_max(row)
+        mx = -np.inf
+        acc[:] = 0.0
+        for j0 in range(0, ncols, tile):
+            j1 = min(j0 + tile, ncols)
+            row = buf[:j1 - j0]
+            row[:] = 0.0
+            for a in range(k):
+                q = queries[i, a]
+                kt = keys_t[a, j0:j1]
+                for j in range(j1 - j0):
+                    row[j] += q * kt[j]
+            if logw.size:
+                lw = logw[j0:j1]
+                for j in range(j1 - j0):
+                    row[j] += lw[j]
+            tmx = _row_max(row)
+            if not tmx <= mx:  # a larger maximum, +inf or NaN
+                if not math.isfinite(tmx):
+                    mx = tmx
+                    break
+                scale = math.exp(mx - tmx)  # 0 while nothing was summed (mx = -inf)
+                for c in range(p1):
+                    acc[c] *= scale
+                mx = tmx
+            if mx == -np.inf:  # every column so far masked or of zero weight
+                continue
+            _exp_row(row, mx)
+            for c in range(p1):
+                acc[c] += _dot(row, values_t[c, j0:j1])
         row_max[i] = mx
         if not math.isfinite(mx):
             continue
-        _exp_row(row, mx)
-        den = _dot(row, values_t[p1 - 1, :ncols])
         for c in range(p1 - 1):
-            out[i, c] = _dot(row, values_t[c, :ncols]) / den
+            out[i, c] = acc[c] / acc[p1 - 1]
 
 
 @numba.njit(nogil=True, cache=True, boundscheck=False, fastmath={"contract", "reassoc"})
@@ -204,17 +250,70 @@ def _dot(a, b):
 
 
 # --------------------------------------------------------------------------------------
-# threads
+# the machine: caches and threads
 # --------------------------------------------------------------------------------------
 
+#: Cache sizes assumed where the system does not report them (not Linux): a first-level
+#: data cache of 32 KiB and a second level of 1 MiB per core, at or below those of the x86
+#: and ARM cores of the last decade, so that blocks sized for them stay in cache there.
+_DEFAULT_L1D = 2**15
+_DEFAULT_L2 = 2**20
+
+
+def _sysfs_caches(cpu):
+    """``{level: bytes per CPU}`` of the data and unified caches of ``cpu``, from Linux's
+    ``/sys/devices/system/cpu/cpuN/cache`` (a cache shared by k CPUs counts 1/k)."""
+    base = f"/sys/devices/system/cpu/cpu{cpu}/cache"
+    sizes = {}
+    for entry in sorted(os.listdir(base)):
+        if not entry.startswith("index"):
+            continue
+
+        def read(name, entry=entry):
+            with open(os.path.join(base, entry, name)) as f:
+                return f.read().strip()
+
+        if read("type") not in ("Data", "Unified"):
+            continue
+        size = read("size").upper()
+        scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(size[-1:], 1)
+        size = int(size.rstrip("KMG")) * scale
+        shared = 0
+        for part in read("shared_cpu_list").split(","):
+            lo, _, hi = part.partition("-")
+            shared += int(hi or lo) - int(lo) + 1
+        sizes[int(read("level"))] = size // max(shared, 1)
+    return sizes
+
+
+@functools.cache
+def cache_sizes():
+    """``(L1d, L2)``: bytes of the first-level data cache and of the second-level cache of
+    one core (its share, where the cache is shared), as the system reports them for the
+    first CPU this process may run on; :data:`_DEFAULT_L1D` and :data:`_DEFAULT_L2` where it
+    does not. Read once per process."""
+    try:
+        cpu = min(os.sched_getaffinity(0))
+        sizes = _sysfs_caches(cpu)
+    except (AttributeError, OSError, ValueError):
+        sizes = {}
+    l1 = sizes.get(1) or _DEFAULT_L1D
+    l2 = sizes.get(2) or max(_DEFAULT_L2, l1)
+    return l1, l2
+
+
+def fused_tile():
+    """Columns of one tile of :func:`fused_rows`: the tile's float64 logits take half of the
+    first-level data cache, so that they stay there while the key and value rows stream
+    through the other half."""
+    return max(64, cache_sizes()[0] // 16)
+
+
 _blas = None
-_pool = None
-_pool_size = 0
-_pool_lock = threading.Lock()
 
 
 def _blas_libraries():
-    """NumPy's BLAS libraries, through :mod:`threadpoolctl` (looked up once)."""
+    """NumPy's BLAS libraries, through :mod:`threadpoolctl` (looked up once; only read)."""
     global _blas
     if _blas is None:
         _blas = ThreadpoolController().select(user_api="blas")
@@ -239,188 +338,231 @@ def thread_count():
     return max(1, min([cpus, *limits]))
 
 
-def _get_pool(workers):
-    """The library's thread pool, with at least ``workers`` threads (grown when a call needs
-    more). No CPU pinning: the system schedules the threads."""
-    global _pool, _pool_size
-    with _pool_lock:
-        if _pool is None or _pool_size < workers:
-            old = _pool
-            _pool = ThreadPoolExecutor(workers, thread_name_prefix="transformer_pde")
-            _pool_size = workers
-            if old is not None:
-                old.shutdown(wait=False)  # its queued tasks still run
-        return _pool
+class _Job:
+    """Blocks ``0..count-1`` of one call, taken in turn by the calling thread and the workers
+    it woke; :meth:`wait` returns once every block taken has finished and no block is left
+    (a worker that wakes later finds nothing to do and touches none of the call's data)."""
+
+    def __init__(self, fn, count):
+        self.fn, self.count = fn, count
+        self.context = contextvars.copy_context()  # the caller's np.errstate, for instance
+        self._lock = threading.Lock()
+        self._next = 0
+        self._running = 0
+        self._finished = threading.Event()
+        self.error = None  # (block, exception) of the lowest block that raised
+
+    def _take(self):
+        with self._lock:
+            if self._next >= self.count or self.error is not None:
+                return None
+            self._next += 1
+            self._running += 1
+            return self._next - 1
+
+    def _release(self, block, exc):
+        with self._lock:
+            if exc is not None and (self.error is None or block < self.error[0]):
+                self.error = (block, exc)
+            self._running -= 1
+            if self._running == 0 and (self._next >= self.count or self.error is not None):
+                self._finished.set()
+
+    def work(self):
+        """Take blocks until none is left (on the calling thread or a worker)."""
+        while (block := self._take()) is not None:
+            exc = None
+            try:
+                self.fn(block)
+            except BaseException as e:  # re-raised on the calling thread by wait()
+                exc = e
+            self._release(block, exc)
+
+    def wait(self):
+        self._finished.wait()
+        if self.error is not None:
+            raise self.error[1]
 
 
-def on_threads(fn, parts):
-    """``[fn(part) for part in parts]``, the first part on the calling thread and the others
-    on the pool, each in a copy of the caller's context (so that ``np.errstate`` applies
-    there too); waits for every part, then re-raises the first error."""
-    if len(parts) == 1:
-        return [fn(parts[0])]
-    pool = _get_pool(len(parts) - 1)
-    futures = [pool.submit(contextvars.copy_context().run, fn, part) for part in parts[1:]]
-    try:
-        first = fn(parts[0])
-    finally:
-        for f in futures:
-            f.exception()  # wait: the other parts write into the caller's arrays
-    return [first] + [f.result() for f in futures]
+class _Workers:
+    """The library's worker threads: started on demand, up to the most any call asked for
+    (:func:`thread_count` minus one), never stopped, never bound to CPUs. A call takes only
+    idle workers (:meth:`claim`), so concurrent calls never queue behind each other: when
+    every worker is busy, a call runs its blocks on its own thread."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._idle = []
+        self._started = 0
+        self._handoff = None
+
+    def _serve(self, inbox):
+        while True:
+            job = inbox.get()
+            try:
+                job.context.copy().run(job.work)
+            finally:
+                with self._lock:
+                    self._idle.append(inbox)
+
+    def claim(self, wanted):
+        """Inboxes of up to ``wanted`` idle workers, starting new ones while fewer than
+        ``wanted`` exist."""
+        with self._lock:
+            take = self._idle[max(0, len(self._idle) - wanted):]
+            del self._idle[len(self._idle) - len(take):]
+            while len(take) < wanted and self._started < wanted:
+                inbox = queue.SimpleQueue()
+                threading.Thread(target=self._serve, args=(inbox,), daemon=True,
+                                 name=f"transformer_pde-{self._started}").start()
+                self._started += 1
+                take.append(inbox)
+        return take
+
+    def handoff(self):
+        """Seconds from handing a block to an idle worker to its completion (an empty block:
+        the time to wake a thread), median of 5, measured once per process."""
+        if self._handoff is None:
+            times = []
+            for _ in range(6):
+                inboxes = self.claim(1)
+                if not inboxes:  # every worker busy: another call is measuring or running
+                    return 0.0 if self._handoff is None else self._handoff
+                job = _Job(lambda block: None, 1)
+                start = time.perf_counter()
+                inboxes[0].put(job)
+                job.wait()
+                times.append(time.perf_counter() - start)
+            self._handoff = float(np.median(times[1:]))  # the first includes the start
+        return self._handoff
+
+
+_workers = _Workers()
+
+
+def _reset_workers():
+    global _workers
+    _workers = _Workers()  # a forked child has none of its parent's threads
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_workers)
+
+
+def run_blocks(fn, count, threads):
+    """``fn(b)`` for the blocks ``b = 0..count-1``, on the calling thread and on up to
+    ``threads - 1`` idle workers, each block taken by whichever thread is free; returns when
+    all are done and re-raises the error of the lowest block that raised. The workers run
+    in a copy of the caller's context (so that ``np.errstate`` applies there too)."""
+    job = _Job(fn, count)
+    if count > 1 and threads > 1:
+        for inbox in _workers.claim(min(threads, count) - 1):
+            inbox.put(job)
+    job.work()
+    job.wait()
+
+
+def _spread_rows(rows, m, entries, threads=None):
+    """``rows(start, stop)`` over the queries ``0..m-1``, on several threads when that
+    pays: the calling thread first computes blocks of 1, 2, 4, ... rows and times them;
+    once the rows left would take, at that rate, more than twice the time to wake a worker
+    (:meth:`_Workers.handoff`, measured by the library), the rest is shared between
+    :func:`thread_count` threads in blocks taken in turn (four per thread; the last rows
+    first, the heaviest when causal). ``entries(i)`` is the number of logits of the rows
+    ``0..i-1``. Which thread computes a row does not change its result."""
+    done, size, start = 0, 1, time.perf_counter()
+    total = entries(m)
+    while done < m:
+        stop = min(m, done + size)
+        rows(done, stop)
+        done, size = stop, 2 * size
+        if done < m:
+            left = (time.perf_counter() - start) * (total - entries(done)) / entries(done)
+            if left > 2 * _workers.handoff():
+                break
+    if done == m:
+        return
+    threads = thread_count() if threads is None else threads
+    if threads == 1:
+        rows(done, m)
+        return
+    count = min(m - done, 4 * threads)
+    edges = [m - (m - done) * b // count for b in range(count + 1)]  # from the last rows
+
+    def block(b):
+        rows(edges[b + 1], edges[b])
+
+    run_blocks(block, count, threads)
 
 
 # --------------------------------------------------------------------------------------
 # chunks
 # --------------------------------------------------------------------------------------
 
-#: Default number of float64 entries of one ``(chunk, n)`` block of logits (2 MiB): a block
-#: stays in cache while it is shifted, exponentiated and multiplied. Chunks have at least
-#: ``min(256, 2 k)`` rows for logits of inner dimension ``k`` (efficient matrix products at
-#: large ``k``) and at least 8; at n = 10^5 and d = 2 a block is then at most 6.4 MB.
-DEFAULT_BLOCK_ELEMENTS = 2**18
-
-_MIN_CHUNK_ROWS = 8
-_MAX_GEMM_ROWS = 256
-
-#: For many tokens, chunks of logits of inner dimension above :data:`_SMALL_INNER` have at
-#: least ``min(n // _TOKENS_PER_ROW, _LARGE_BLOCK_ELEMENTS // n)`` rows: each matrix product
-#: of a chunk first copies (packs) its ``n x inner`` factor, a cost that only more rows
-#: amortise (at n = 16000, d = 64: 500 rows instead of 128 took 10 % less time).
-_TOKENS_PER_ROW = 32
-_LARGE_BLOCK_ELEMENTS = 2**23
-
-#: Logits of inner dimension up to this are bound by the exponential, not by the products.
-_SMALL_INNER = 16
-
-#: Logits of inner dimension up to this, with values of dimension up to
-#: ``_FUSED_MAX_VALUES``, go through one compiled pass per query row (logits, exponential and
-#: sums in cache, :func:`fused_rows`) instead of blocks of logits and matrix products, when
-#: ``chunk_size`` is not given.
+#: The fused pass (:func:`fused_rows`) serves logits of inner dimension up to this with
+#: values of dimension up to :data:`_FUSED_MAX_VALUES`: at most 33 multiply-adds per logit
+#: besides the exponential, whose cost (about 20 operations) they do not exceed by much; a
+#: block of logits through matrix products would cost more in memory traffic than it saves
+#: (see the performance appendix for the crossover measured on two CPU types).
 _FUSED_MAX_INNER = 16
 _FUSED_MAX_VALUES = 16
 
-#: Rows of one task of the fused path (tasks taken in turn by the threads).
-_FUSED_BLOCK_ROWS = 32
 
-#: Concurrent chunks (see :func:`normalised_average`) need at least this many tokens per
-#: dimension of the logits and at least ``_CONCURRENT_MIN_WORK`` multiply-adds in the
-#: logits' products (``n = 1000`` queries and tokens at ``inner = 34``): below, handing
-#: chunks to threads costs more than it saves (calls of 1 to 3 ms).
-_CONCURRENT_MIN_TOKENS_PER_INNER = 2
-_CONCURRENT_MIN_WORK = 2**25
+def default_rows(n, inner, p=0):
+    r"""Queries per chunk against ``n`` tokens, for logits of inner dimension ``inner`` and
+    ``p`` value coordinates: the most of
+
+    * :math:`L_2 / (8n)`: the chunk's float64 logits fit in the second-level cache of a core
+      (:func:`cache_sizes`) between the product that writes them, the exponential and the
+      product that reads them;
+    * :math:`2q`, :math:`q = \max(\text{inner}, p)`: the two products of a chunk,
+      :math:`(c \times k)(k \times n)` and :math:`(c \times n)(n \times p)`, then do
+      :math:`2cqn` operations for :math:`8(c + q)n` bytes of their large operands, two
+      thirds of the arithmetic intensity :math:`q/4` that no number of rows exceeds;
+    * 1.
+
+    So the buffer of logits holds at most :math:`\max(L_2, 16qn)` bytes: twice an
+    :math:`n \times q` float64 array, whatever the number of threads.
+    """
+    q = max(inner, p)
+    return max(1, cache_sizes()[1] // (8 * max(n, 1)), 2 * q)
 
 
-def default_rows(n, inner):
-    """Queries per chunk against ``n`` tokens for logits of inner dimension ``inner``."""
-    rows = max(_MIN_CHUNK_ROWS, DEFAULT_BLOCK_ELEMENTS // max(n, 1),
-               min(_MAX_GEMM_ROWS, 2 * inner))
-    if inner > _SMALL_INNER:
-        rows = max(rows, min(n // _TOKENS_PER_ROW, _LARGE_BLOCK_ELEMENTS // max(n, 1)))
-    return rows
-
-
-def chunk_bounds(m, n, chunk_size, inner=0):
+def chunk_bounds(m, n, chunk_size, inner=0, p=0):
     """Row ranges ``[start, stop)`` covering ``m`` queries against ``n`` tokens, of
     ``chunk_size`` rows (default :func:`default_rows`)."""
     if chunk_size is None:
-        chunk_size = default_rows(n, inner)
+        chunk_size = default_rows(n, inner, p)
     else:
         chunk_size = _checks.positive_int(chunk_size, "chunk_size")
     return [(start, min(start + chunk_size, m)) for start in range(0, m, chunk_size)]
-
-
-def _even_bounds(m, n, inner, threads):
-    """Chunks of equal sizes (about :func:`default_rows`), in a number that is a multiple of
-    ``threads``, so that each thread gets the same work."""
-    count = -(-m // default_rows(n, inner))
-    count = -(-count // threads) * threads
-    edges = [m * k // count for k in range(count + 1)]
-    return [(a, b) for a, b in zip(edges[:-1], edges[1:], strict=True) if b > a]
 
 
 class Plan:
     r"""How one call computes softmax averages of ``m`` queries against ``n`` tokens.
 
     ``inner`` is the inner dimension of the logits' product, ``p`` that of the values.
-    Three ways, chosen here:
+    Two ways:
 
     * **fused** (``inner <= 16``, ``p <= 16``, ``chunk_size`` not given): one compiled pass
-      per query row (:func:`fused_rows`), blocks of rows shared between
-      :func:`thread_count` threads;
-    * **concurrent chunks** (several threads, ``n >= 2 inner`` and at least
-      :data:`_CONCURRENT_MIN_WORK` multiply-adds): each thread computes the logits,
-      exponentials and products of its chunks, with NumPy's BLAS held on the calling thread
-      for the duration of the call (the projections of the tokens then run in blocks of
-      rows on the threads too);
-    * **chunks in turn**, the products on BLAS's threads.
+      per query row (:func:`fused_rows`), the rows shared between threads when that pays
+      (:func:`_spread_rows`);
+    * **chunks** of :func:`default_rows` queries (or ``chunk_size``) in turn, the products
+      on BLAS's threads, the exponentials in place (:func:`_chunks_average`).
 
-    Used as a context manager around the whole call (it holds BLAS for concurrent chunks).
-
-    Why concurrent chunks on the library's threads, and not the chunks in turn with the
-    products on BLAS's threads (the standard tool): each chunk's exponential then runs on
-    its own thread too, and no BLAS thread spins while another thread computes.
-    Measured on 2026-11-26 on the 2-CPU AMD EPYC machine of the performance appendix, each
-    way in its own process, the machine otherwise quiet (min / median of 30, 8, 15 and 4
-    calls): concurrent against in turn, n = 1000, d = 64: 3.75 / 3.80 against 4.22 /
-    4.28 ms; n = 4000, d = 64: 58.6 / 59.1 against 67.6 / 71.2 ms; n = 1000, d = 384:
-    25.6 / 25.9 against 27.8 / 28.6 ms; n = 4000, d = 384: 284 / 284 against 301 / 304 ms.
-    With the machine shared with other work (load average 5.4; the two ways interleaved in
-    one process) the gap was far wider (at
-    n = 4000, d = 384: 745 / 1214 against 3048 / 3578 ms): BLAS threads that wait for
-    each other suffer most when a core is taken away.
+    A plan holds no resource and changes no setting.
     """
 
     def __init__(self, m, n, inner, p, chunk_size):
         if chunk_size is not None:
             chunk_size = _checks.positive_int(chunk_size, "chunk_size")
         self.m, self.n, self.inner, self.p, self.chunk_size = m, n, inner, p, chunk_size
-        self.threads = thread_count()
         self.fused = (chunk_size is None and inner <= _FUSED_MAX_INNER
                       and p <= _FUSED_MAX_VALUES)
-        self.concurrent = (self.threads > 1 and not self.fused and chunk_size is None
-                           and m >= 2 and n >= _CONCURRENT_MIN_TOKENS_PER_INNER * inner
-                           and m * n * inner >= _CONCURRENT_MIN_WORK
-                           and len(_even_bounds(m, n, inner, self.threads)) > 1)
-        self._limiter = None
 
     def bounds(self):
-        """The chunks ``[start, stop)`` of the queries (for concurrent chunks, in a number
-        that is a multiple of the threads)."""
-        if self.concurrent:
-            return _even_bounds(self.m, self.n, self.inner, self.threads)
-        return chunk_bounds(self.m, self.n, self.chunk_size, self.inner)
-
-    def __enter__(self):
-        r"""With concurrent chunks, NumPy's BLAS runs every product on the thread that calls
-        it (:mod:`threadpoolctl`), so that each thread keeps one core. Entered before the
-        projections of the tokens too: a BLAS product on its own threads leaves them spinning
-        for a while after it returns (OpenBLAS: up to :math:`2^{28}` cycles), and they would
-        take the cores from the chunks. The setting is process-wide for the duration of the
-        call."""
-        if self.concurrent:
-            self._limiter = _blas_libraries().limit(limits=1)
-        return self
-
-    def __exit__(self, *exc):
-        if self._limiter is not None:
-            self._limiter.restore_original_limits()
-            self._limiter = None
-        return False
-
-    def product(self, M, W_T):
-        """``M @ W_T`` in float64; with concurrent chunks, in blocks of rows, one per
-        thread (BLAS being held on each)."""
-        m = M.shape[0]
-        out = np.empty((m, W_T.shape[1]))
-        if not self.concurrent or m < 2 * self.threads:
-            return np.matmul(M, W_T, out=out)
-        edges = [m * k // self.threads for k in range(self.threads + 1)]
-
-        def part(k):
-            np.matmul(M[edges[k]:edges[k + 1]], W_T, out=out[edges[k]:edges[k + 1]])
-
-        on_threads(part, list(range(self.threads)))
-        return out
+        """The chunks ``[start, stop)`` of the queries."""
+        return chunk_bounds(self.m, self.n, self.chunk_size, self.inner, self.p)
 
     def average(self, logit_block, values, logw, causal):
         r"""Rows :math:`\sum_j P_{ij} v_j` with :math:`P_{ij} \propto w_j e^{L_{ij}}`.
@@ -432,18 +574,10 @@ class Plan:
         """
         out = np.empty((self.m, values.shape[1]))
         if self.fused:
-            return _fused_average(*logit_block.factors, values, logw, causal, out,
-                                  self.threads)
+            return _fused_average(*logit_block.factors, values, logw, causal, out)
         bounds = self.bounds()
         rows = max(stop - start for start, stop in bounds)
-
-        def chunks(part):
-            _chunks_average(logit_block, values, logw, causal, part, rows, out)
-
-        if self.concurrent:  # one task per thread
-            on_threads(chunks, [bounds[k::self.threads] for k in range(self.threads)])
-        else:
-            chunks(bounds)
+        _chunks_average(logit_block, values, logw, causal, bounds, rows, out)
         return out
 
 
@@ -467,38 +601,39 @@ def _chunks_average(logit_block, values, logw, causal, bounds, rows, out):
         out[start:stop] /= row_sum[:c, None]
 
 
-def _fused_average(queries, keys_t, values, logw, causal, out, threads):
-    """:meth:`Plan.average` by :func:`fused_rows`, blocks of 32 rows taken in turn by the
-    threads (causal rows grow with ``i``, so the blocks are interleaved).
+def _logits_before(m, n, causal):
+    """``entries(i)``: the number of logits of the query rows ``0..i-1``."""
+    if not causal:
+        return lambda i: i * n
+    return lambda i: (i * (i + 1) // 2 if i <= n else n * (n + 1) // 2 + (i - n) * n)
 
-    Why the library's pool and not Numba's ``prange`` (measured on 2026-11-26 on the 2-CPU
-    AMD EPYC machine of the performance appendix, d = 2, the machine otherwise quiet):
-    interleaved in one process (min / median of 40, 15 and 5 calls at n = 1000, 4000 and
-    16000), the pool took 0.95 / 1.87, 26.3 / 28.5 and 278 / 281 ms, ``prange`` with the
-    OpenMP threading layer 0.91 / 1.00, 22.0 / 28.9 and 272 / 279 ms (one thread: 1.66 /
-    1.70, 28.4 / 31.9 and 455 / 455 ms): the same speed. But OpenMP's idle threads keep
-    spinning after a call: at n = 4000 they burnt a median 11.2 ms of CPU time in the 100 ms
-    that followed (the pool: 0.1 ms), and a BLAS product run right after took a median 6.0,
-    7.9 and 6.6 ms after ``prange`` against 3.3, 4.2 and 4.3 ms after the pool. The
-    workqueue layer does not spin, but it terminated the process when two threads of the
-    caller entered it at once ("Nested parallel kernel launch detected"), as a joblib sweep
-    with the threading backend does; TBB is not always installed. The pool (no CPU pinning,
-    the calling thread taking the first share of the blocks) has neither problem.
+
+def _fused_average(queries, keys_t, values, logw, causal, out, threads=None):
+    """:meth:`Plan.average` by :func:`fused_rows`, the rows spread over the threads by
+    :func:`_spread_rows` (``threads``: default :func:`thread_count`).
+
+    Why the library's own workers and not Numba's ``prange``: OpenMP's idle threads keep
+    spinning after a call and take the cores from the BLAS products that follow (measured
+    in the performance appendix); Numba's workqueue layer does not spin, but terminates the
+    process when two threads of the caller enter it at once ("Nested parallel kernel launch
+    detected"), as a joblib sweep with the threading backend does; TBB is not always
+    installed. The workers have neither problem, and a call never waits for them: it hands
+    blocks only to idle ones.
     """
     m, n = queries.shape[0], values.shape[0]
     keys_t = np.ascontiguousarray(keys_t, dtype=np.float64)
-    values_t = np.ascontiguousarray(np.hstack([values, np.ones((n, 1))]).T)
+    values_t = np.empty((values.shape[1] + 1, n))
+    values_t[:-1] = values.T
+    values_t[-1] = 1.0
     lw = np.empty(0) if logw is None else np.ascontiguousarray(logw, dtype=np.float64)
     queries = np.ascontiguousarray(queries, dtype=np.float64)
     row_max = np.empty(m)
-    blocks = [(s, min(s + _FUSED_BLOCK_ROWS, m)) for s in range(0, m, _FUSED_BLOCK_ROWS)]
-    threads = min(threads, len(blocks))
+    tile = fused_tile()
 
-    def rows(part):
-        for start, stop in part:
-            fused_rows(queries, keys_t, values_t, lw, causal, start, stop, out, row_max)
+    def rows(start, stop):
+        fused_rows(queries, keys_t, values_t, lw, causal, start, stop, out, row_max, tile)
 
-    on_threads(rows, [blocks[k::threads] for k in range(threads)])
+    _spread_rows(rows, m, _logits_before(m, n, causal), threads)
     check_row_max(row_max, 0)
     return out
 

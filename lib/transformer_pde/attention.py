@@ -27,7 +27,6 @@ import numpy as np
 from scipy.special import expit
 
 from . import _checks, _kernels
-from ._kernels import DEFAULT_BLOCK_ELEMENTS
 
 __all__ = [
     "softmax",
@@ -38,7 +37,6 @@ __all__ = [
     "sinkhorn_kernel",
     "sigmoid",
     "multihead",
-    "DEFAULT_BLOCK_ELEMENTS",
 ]
 
 
@@ -129,10 +127,10 @@ def softmax(X, A, V, *, weights=None, causal=False, queries=None, chunk_size=Non
     d = X.shape[1]
     A = _checks.matrix(A, "A", shape=(d, d))
     V = _checks.matrix(V, "V", cols=d)
-    with _kernels.Plan(Y.shape[0], X.shape[0], d, V.shape[0], chunk_size) as plan:
-        AY = plan.product(Y, A.T)  # row i: A y_i
-        VX = plan.product(X, V.T)  # row j: V x_j
-        return plan.average(_inner_logits(AY, X), VX, logw, causal)
+    plan = _kernels.Plan(Y.shape[0], X.shape[0], d, V.shape[0], chunk_size)
+    AY = Y @ A.T  # row i: A y_i
+    VX = X @ V.T  # row j: V x_j
+    return plan.average(_inner_logits(AY, X), VX, logw, causal)
 
 
 def softmax_matrix(X, A, *, weights=None, causal=False, queries=None):
@@ -171,9 +169,8 @@ def l2(X, Q, K, V, *, weights=None, causal=False, queries=None, chunk_size=None)
     Q, K = _checks.query_key(Q, K, d)
     V = _checks.matrix(V, "V", cols=d)
     # the fused logits have inner dimension k + 1 (see _l2_logits)
-    with _kernels.Plan(Y.shape[0], X.shape[0], Q.shape[0] + 1, V.shape[0], chunk_size) as plan:
-        QY, KX, VX = plan.product(Y, Q.T), plan.product(X, K.T), plan.product(X, V.T)
-        return plan.average(_l2_logits(QY, KX), VX, logw, causal)
+    plan = _kernels.Plan(Y.shape[0], X.shape[0], Q.shape[0] + 1, V.shape[0], chunk_size)
+    return plan.average(_l2_logits(Y @ Q.T, X @ K.T), X @ V.T, logw, causal)
 
 
 def l2_matrix(X, Q, K, *, weights=None, causal=False, queries=None):
@@ -302,16 +299,15 @@ def sinkhorn(X, Q, K, V, *, weights=None, queries=None, n_steps=None, tol=1e-10,
     with np.errstate(divide="ignore"):
         logw = np.log(w)
     if g_row is g:  # the last step normalised rows: a plain normalised average
-        with _kernels.Plan(Y.shape[0], X.shape[0], Q.shape[0] + 1, V.shape[0],
-                           chunk_size) as plan:
-            QY, KX, VX = plan.product(Y, Q.T), plan.product(X, K.T), plan.product(X, V.T)
-            return plan.average(_l2_logits(QY, KX), VX, logw + g, False)
+        plan = _kernels.Plan(Y.shape[0], X.shape[0], Q.shape[0] + 1, V.shape[0], chunk_size)
+        return plan.average(_l2_logits(Y @ Q.T, X @ K.T), X @ V.T, logw + g, False)
     block = _l2_logits(Y @ Q.T, X @ K.T)
     values = X @ V.T
     # an even number of steps ends on a column normalisation: the rows of the kernel do not
     # sum to one. k(x, y) = e^{f(x) + g(y) - c(x, y)} with f from the previous row step.
     out = np.empty((Y.shape[0], values.shape[1]))
-    for start, stop in _kernels.chunk_bounds(Y.shape[0], X.shape[0], chunk_size):
+    for start, stop in _kernels.chunk_bounds(Y.shape[0], X.shape[0], chunk_size,
+                                             Q.shape[0] + 1, V.shape[0]):
         logits = block(start, stop, X.shape[0]) + logw
         num = logits + g
         den = logits + g_row
@@ -356,7 +352,7 @@ def sigmoid(X, A, V, *, weights=None, causal=False, queries=None, bias=0.0, chun
     m = Y.shape[0]
     out = np.empty((m, values.shape[1]))
     cumw = np.cumsum(w)
-    for start, stop in _kernels.chunk_bounds(m, n, chunk_size):
+    for start, stop in _kernels.chunk_bounds(m, n, chunk_size, d, V.shape[0]):
         ncols = min(stop, n) if causal else n
         S = expit(block(start, stop, ncols) + b) * w[:ncols]
         if causal:
