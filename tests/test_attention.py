@@ -799,6 +799,25 @@ BAD_INPUTS = [
     (attention.sigmoid, (X3, A3, V3), {"chunk_size": 0}, "chunk_size"),
     (attention.sinkhorn, (X3, Q3, K3, V3), {"chunk_size": 0}, "chunk_size"),
     (attention.multihead, (X3, A3[None], V3[None]), {"chunk_size": 0}, "chunk_size"),
+    # complex or non-numeric input is refused, not cut to its real part
+    (attention.softmax, (X3 + 1j, A3, V3), {}, "X"),
+    (attention.softmax, (X3.astype(complex), A3, V3), {}, "X"),
+    (attention.softmax, (X3, A3 * (1 + 0j), V3), {}, "A"),
+    (attention.l2, (X3, Q3, K3 * 1j, V3), {}, "K"),
+    (attention.softmax, (X3, A3, V3), {"weights": D["w"] + 0j}, "weights"),
+    (attention.softmax, (X3, A3, V3), {"queries": X3 * 1j}, "queries"),
+    (attention.multihead, (X3, A3[None], V3[None] * 1j), {}, "Vs"),
+    (attention.softmax, ([["a", "b", "c"]], A3, V3), {}, "X"),
+    (attention.sigmoid, (X3, A3, V3), {"bias": 1j}, "bias"),
+    (attention.sigmoid, (X3, A3, V3), {"bias": "large"}, "bias"),
+    # causal is a bool, not something with a truth value
+    (attention.softmax, (X3, A3, V3), {"causal": "no"}, "causal"),
+    (attention.softmax, (X3, A3, V3), {"causal": 1}, "causal"),
+    (attention.l2, (X3, Q3, K3, V3), {"causal": None}, "causal"),
+    (attention.sigmoid, (X3, A3, V3), {"causal": "False"}, "causal"),
+    (attention.multihead, (X3, A3[None], V3[None]), {"causal": "yes"}, "causal"),
+    (attention.softmax_matrix, (X3, A3), {"causal": 0}, "causal"),
+    (attention.l2_matrix, (X3, Q3, K3), {"causal": [True]}, "causal"),
     # other options
     (attention.sigmoid, (X3, A3, V3), {"bias": np.inf}, "bias"),
     (attention.sinkhorn, (X3, Q3, K3, V3), {"n_steps": 0}, "n_steps"),
@@ -813,6 +832,13 @@ BAD_INPUTS = [
 def test_bad_inputs_raise_naming_the_argument(fn, args, kwargs, name):
     with pytest.raises(ValueError, match=rf"\b{name}\b"):
         fn(*args, **kwargs)
+
+
+def test_causal_accepts_numpy_bools():
+    np.testing.assert_array_equal(attention.softmax(X3, A3, V3, causal=np.bool_(True)),
+                                  attention.softmax(X3, A3, V3, causal=True))
+    np.testing.assert_array_equal(attention.softmax(X3, A3, V3, causal=np.False_),
+                                  attention.softmax(X3, A3, V3))
 
 
 def test_non_causal_zero_weight_prefix_is_fine():

@@ -45,13 +45,39 @@ Modules (one mathematical object each):
   passage times;
 - :mod:`~transformer_pde.plotting`: the house figure style and recurring plots.
 
+``import transformer_pde as tp`` gives every public module as an attribute (``tp.attention``,
+imported on first use); ``tp.__all__`` lists them.
+
 The machinery behind the formulas lives in private modules: ``_kernels`` (the compiled
-exponential, fused softmax rows, chunks of queries and the thread count) and ``_lanczos``
-(the normal operator and the Lanczos solver of the local Lipschitz constant). A call uses as
-many threads as the CPUs it may run on, at most NumPy's BLAS limit, so
-``threadpoolctl.threadpool_limits`` and ``OMP_NUM_THREADS`` set it. Sweeps of independent runs
-go through :class:`joblib.Parallel` and fix neither the number of jobs nor the backend: wrap
-them in :func:`joblib.parallel_config` (``backend="loky"``, ``"threading"``, ``"dask"``).
+exponential, fused softmax rows, chunks of queries, the worker threads and the thread count),
+``_lanczos`` (the normal operator and the Lanczos solver of the local Lipschitz constant) and
+``_checks`` (input validation). A call uses as many threads as the CPUs it may run on, at most
+NumPy's BLAS limit, so ``threadpoolctl.threadpool_limits`` and ``OMP_NUM_THREADS`` set it;
+it never changes that limit or any other setting of the process, and calls from several
+threads at once give the results of the same calls made one at a time. Sweeps of independent
+runs go through :class:`joblib.Parallel` and fix neither the number of jobs nor the backend:
+wrap them in :func:`joblib.parallel_config` (``backend="loky"``, ``"threading"``, ``"dask"``).
 """
 
+
+import importlib
+import pkgutil
+
+#: The version; ``pyproject.toml`` reads it from here (its single source).
 __version__ = "0.1.0"
+
+#: The public modules, importable as attributes of the package: ``import transformer_pde as
+#: tp; tp.attention.softmax(...)`` imports :mod:`~transformer_pde.attention` on first use.
+__all__ = sorted(m.name for m in pkgutil.iter_modules(__path__)
+                 if not m.name.startswith("_"))
+
+
+def __getattr__(name):
+    """Import a public module on first access (so that the package itself imports fast)."""
+    if name in __all__:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -1,7 +1,7 @@
 """Input validation shared by the library: every public function fails loudly on bad input.
 
 Each checker returns a float64 array and raises :class:`ValueError` naming the argument and
-what was expected.
+what was expected. Complex input is rejected (never cut to its real part).
 """
 
 import numpy as np
@@ -9,9 +9,29 @@ import numpy as np
 WEIGHT_SUM_TOL = 1e-9
 
 
+def real_array(x, name):
+    """``x`` as a float64 array; ``ValueError`` naming ``name`` if it is complex or not
+    numeric."""
+    if np.iscomplexobj(x):
+        raise ValueError(f"{name} must be real, got complex values")
+    try:
+        return np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be an array of real numbers, got "
+                         f"{type(x).__name__}") from None
+
+
+def flag(x, name):
+    """``True`` or ``False`` (a Python or NumPy bool; a string such as ``"no"`` or a number
+    is refused rather than read by its truth value)."""
+    if not isinstance(x, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {x!r}")
+    return bool(x)
+
+
 def points(X, name="X"):
     """A finite float64 array of shape ``(n, d)`` with ``n >= 1`` and ``d >= 1``."""
-    arr = np.asarray(X, dtype=np.float64)
+    arr = real_array(X, name)
     if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] < 1:
         raise ValueError(f"{name} must be a 2-D array of shape (n, d) with n, d >= 1, "
                          f"got shape {arr.shape}")
@@ -22,7 +42,7 @@ def points(X, name="X"):
 
 def matrix(M, name, shape=None, *, cols=None, square=False):
     """A finite float64 2-D array, optionally of an exact ``shape`` or with ``cols`` columns."""
-    arr = np.asarray(M, dtype=np.float64)
+    arr = real_array(M, name)
     if arr.ndim != 2:
         raise ValueError(f"{name} must be a 2-D array, got shape {arr.shape}")
     if shape is not None and arr.shape != tuple(shape):
@@ -48,7 +68,7 @@ def query_key(Q, K, d):
 
 def stack(Ms, name, *, cols):
     """A finite float64 array of shape ``(H, rows, cols)`` with ``H >= 1``."""
-    arr = np.asarray(Ms, dtype=np.float64)
+    arr = real_array(Ms, name)
     if arr.ndim != 3 or arr.shape[0] < 1 or arr.shape[2] != cols:
         raise ValueError(f"{name} must have shape (H, ., {cols}) with H >= 1, got {arr.shape}")
     if not np.all(np.isfinite(arr)):
@@ -63,7 +83,7 @@ def weights(w, n, name="weights"):
     """
     if w is None:
         return np.full(n, 1.0 / n)
-    arr = np.asarray(w, dtype=np.float64)
+    arr = real_array(w, name)
     if arr.shape != (n,):
         raise ValueError(f"{name} must have shape ({n},) to match the {n} tokens, got {arr.shape}")
     if not np.all(np.isfinite(arr)):
@@ -78,7 +98,7 @@ def weights(w, n, name="weights"):
 
 def positions(s, n, name):
     """Positions in ``[0, 1]`` of shape ``(n,)``, one per atom (the sequence axis of masking)."""
-    arr = np.asarray(s, dtype=np.float64)
+    arr = real_array(s, name)
     if arr.shape != (n,):
         raise ValueError(f"{name} must have shape ({n},), one position per atom, got {arr.shape}")
     if not np.all(np.isfinite(arr)):
@@ -97,10 +117,18 @@ def positive_int(k, name):
     return int(k)
 
 
+def _scalar(x):
+    """``float(x)``, refusing complex numbers (``TypeError``) instead of dropping their
+    imaginary part."""
+    if np.iscomplexobj(x):
+        raise TypeError("complex")
+    return float(x)
+
+
 def positive_float(x, name):
     """A finite float ``> 0``."""
     try:
-        val = float(x)
+        val = _scalar(x)
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be a positive number, got {x!r}") from None
     if not np.isfinite(val) or val <= 0:
@@ -113,11 +141,22 @@ def float_at_least(x, name, low, wording=None):
     ``"number >= low"``)."""
     wording = wording or f"number >= {low:g}"
     try:
-        val = float(x)
+        val = _scalar(x)
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be a {wording}, got {x!r}") from None
     if not np.isfinite(val) or val < low:
         raise ValueError(f"{name} must be a finite {wording}, got {x!r}")
+    return val
+
+
+def finite_float(x, name):
+    """A finite real number."""
+    try:
+        val = _scalar(x)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a finite real number, got {x!r}") from None
+    if not np.isfinite(val):
+        raise ValueError(f"{name} must be finite, got {x!r}")
     return val
 
 

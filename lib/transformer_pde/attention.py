@@ -24,6 +24,7 @@ the measure-theoretic formulation follows Castin, Ablin, Carrillo and Peyré (20
 """
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from scipy.special import expit
 
 from . import _checks, _kernels
@@ -49,6 +50,7 @@ def _setup(X, weights, queries, causal):
     X = _checks.points(X, "X")
     n, d = X.shape
     w = _checks.weights(weights, n)
+    causal = _checks.flag(causal, "causal")
     if queries is None:
         Y = X
     else:
@@ -90,7 +92,9 @@ def _l2_logits(QY, KX):
     return block
 
 
-def softmax(X, A, V, *, weights=None, causal=False, queries=None, chunk_size=None):
+def softmax(X: ArrayLike, A: ArrayLike, V: ArrayLike, *, weights: ArrayLike | None = None,
+            causal: bool = False, queries: ArrayLike | None = None,
+            chunk_size: int | None = None) -> NDArray[np.float64]:
     r"""Softmax (traditional) attention :math:`\Gamma_\mu(x)`.
 
     .. math::
@@ -133,7 +137,9 @@ def softmax(X, A, V, *, weights=None, causal=False, queries=None, chunk_size=Non
     return plan.average(_inner_logits(AY, X), VX, logw, causal)
 
 
-def softmax_matrix(X, A, *, weights=None, causal=False, queries=None):
+def softmax_matrix(X: ArrayLike, A: ArrayLike, *, weights: ArrayLike | None = None,
+                   causal: bool = False,
+                   queries: ArrayLike | None = None) -> NDArray[np.float64]:
     r"""The softmax attention matrix, row-stochastic, shape ``(m, n)``.
 
     .. math::
@@ -153,7 +159,9 @@ def softmax_matrix(X, A, *, weights=None, causal=False, queries=None):
 # L2 attention
 # --------------------------------------------------------------------------------------
 
-def l2(X, Q, K, V, *, weights=None, causal=False, queries=None, chunk_size=None):
+def l2(X: ArrayLike, Q: ArrayLike, K: ArrayLike, V: ArrayLike, *,
+       weights: ArrayLike | None = None, causal: bool = False,
+       queries: ArrayLike | None = None, chunk_size: int | None = None) -> NDArray[np.float64]:
     r"""L2 attention (Kim, Papamakarios and Mnih, 2021).
 
     .. math::
@@ -173,7 +181,9 @@ def l2(X, Q, K, V, *, weights=None, causal=False, queries=None, chunk_size=None)
     return plan.average(_l2_logits(Y @ Q.T, X @ K.T), X @ V.T, logw, causal)
 
 
-def l2_matrix(X, Q, K, *, weights=None, causal=False, queries=None):
+def l2_matrix(X: ArrayLike, Q: ArrayLike, K: ArrayLike, *, weights: ArrayLike | None = None,
+              causal: bool = False,
+              queries: ArrayLike | None = None) -> NDArray[np.float64]:
     r"""The L2 attention matrix :math:`P_{ij} \propto w_j e^{-|Q y_i - K x_j|^2}`, row-stochastic.
 
     Dense ``(m, n)``; with it, ``l2(X, Q, K, V) == P @ X @ V.T``.
@@ -252,7 +262,9 @@ def _sinkhorn_setup(X, Q, K, weights, n_steps, tol, max_steps):
     return X, w, Q, K, _sinkhorn_potentials(X, w, Q, K, n_steps, tol, max_steps)
 
 
-def sinkhorn_kernel(X, Q, K, *, weights=None, n_steps=None, tol=1e-10, max_steps=10_000):
+def sinkhorn_kernel(X: ArrayLike, Q: ArrayLike, K: ArrayLike, *,
+                    weights: ArrayLike | None = None, n_steps: int | None = None,
+                    tol: float = 1e-10, max_steps: int = 10_000) -> NDArray[np.float64]:
     r"""The Sinkhorn kernel :math:`k^\infty(x_i, x_j)` of Sinkhorn attention, shape ``(n, n)``.
 
     :math:`k^0(x, y) = e^{-|Qx - Ky|^2}` is normalised alternately in :math:`y` (even steps,
@@ -272,8 +284,10 @@ def sinkhorn_kernel(X, Q, K, *, weights=None, n_steps=None, tol=1e-10, max_steps
     return np.exp(logk0 + f[:, None] + g[None, :])
 
 
-def sinkhorn(X, Q, K, V, *, weights=None, queries=None, n_steps=None, tol=1e-10,
-             max_steps=10_000, chunk_size=None):
+def sinkhorn(X: ArrayLike, Q: ArrayLike, K: ArrayLike, V: ArrayLike, *,
+             weights: ArrayLike | None = None, queries: ArrayLike | None = None,
+             n_steps: int | None = None, tol: float = 1e-10, max_steps: int = 10_000,
+             chunk_size: int | None = None) -> NDArray[np.float64]:
     r"""Sinkhorn attention (Sander, Ablin, Blondel and Peyré, 2022).
 
     .. math::
@@ -323,7 +337,9 @@ def sinkhorn(X, Q, K, V, *, weights=None, queries=None, n_steps=None, tol=1e-10,
 # sigmoid attention
 # --------------------------------------------------------------------------------------
 
-def sigmoid(X, A, V, *, weights=None, causal=False, queries=None, bias=0.0, chunk_size=None):
+def sigmoid(X: ArrayLike, A: ArrayLike, V: ArrayLike, *, weights: ArrayLike | None = None,
+            causal: bool = False, queries: ArrayLike | None = None, bias: float = 0.0,
+            chunk_size: int | None = None) -> NDArray[np.float64]:
     r"""Sigmoid attention (Ramapuram et al., 2025), with no normalisation over tokens.
 
     .. math::
@@ -344,9 +360,7 @@ def sigmoid(X, A, V, *, weights=None, causal=False, queries=None, bias=0.0, chun
     n, d = X.shape
     A = _checks.matrix(A, "A", shape=(d, d))
     V = _checks.matrix(V, "V", cols=d)
-    b = float(bias)
-    if not np.isfinite(b):
-        raise ValueError(f"bias must be finite, got {bias!r}")
+    b = _checks.finite_float(bias, "bias")
     values = X @ V.T
     block = _inner_logits(Y @ A.T, X)
     m = Y.shape[0]
@@ -372,7 +386,9 @@ def sigmoid(X, A, V, *, weights=None, causal=False, queries=None, bias=0.0, chun
 # multi-head attention
 # --------------------------------------------------------------------------------------
 
-def multihead(X, As, Vs, *, weights=None, causal=False, queries=None, chunk_size=None):
+def multihead(X: ArrayLike, As: ArrayLike, Vs: ArrayLike, *, weights: ArrayLike | None = None,
+              causal: bool = False, queries: ArrayLike | None = None,
+              chunk_size: int | None = None) -> NDArray[np.float64]:
     r"""Multi-head softmax attention :math:`\Gamma_\mu(x) = \sum_{h=1}^H \Gamma^{(h)}_\mu(x)`.
 
     Head ``h`` is :func:`softmax` attention with key-query matrix ``As[h]`` and value matrix
@@ -382,6 +398,7 @@ def multihead(X, As, Vs, *, weights=None, causal=False, queries=None, chunk_size
     """
     X = _checks.points(X, "X")
     d = X.shape[1]
+    causal = _checks.flag(causal, "causal")
     As = _checks.stack(As, "As", cols=d)
     Vs = _checks.stack(Vs, "Vs", cols=d)
     if As.shape[1] != d:
