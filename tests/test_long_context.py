@@ -62,6 +62,16 @@ def test_profile_width_against_bisection():
                       rtol=1e-10)
 
 
+def test_transition_width_sharpens_like_one_over_log_n():
+    rho = 0.5
+    w = lc.profile_width(rho)
+    for n in (10**3, 10**5):
+        scaled = lc.transition_width(n, rho) * (1 - rho) * np.log(n)
+        assert abs(scaled - w) < 20.0 / n
+    # a width that does not sharpen (or sharpens like n^-1/2) is rejected
+    assert abs(lc.transition_width(10**5, rho) - lc.transition_width(10**3, rho)) > 0.1
+
+
 def test_probe_configuration_and_kernel():
     rng = np.random.default_rng(3)
     X, S2 = lc.probe_configuration(500, 0.4, 8, rng)

@@ -27,6 +27,7 @@ __all__ = [
     "critical_limit",
     "transition_profile",
     "profile_width",
+    "transition_width",
     "probe_configuration",
     "probe_cosine",
     "probe_sweep_task",
@@ -88,7 +89,7 @@ def output_cosine(n, gamma, rho, *, sum_sq=None):
     km1 = np.expm1(g * (1.0 - rho) * np.log(n))
     scale = np.maximum(km1, float(n))
     q = km1 / scale
-    rest = (2.0 * km1 * sigma + S2) / scale**2
+    rest = (2.0 * sigma * q + S2 / scale) / scale
     out = (q * q * rho + rest) / (q * q + rest)
     return out if out.ndim else float(out)
 
@@ -162,6 +163,28 @@ def profile_width(rho, level=0.1):
         return pos[0]
 
     return float(np.log(solve(level) / solve(1.0 - level)))
+
+
+def transition_width(n, rho, level=0.1):
+    r"""Width in :math:`\gamma` of the transition of :func:`output_cosine` at size ``n``.
+
+    The distance between the :math:`\gamma` at which the equiangular cosine has covered the
+    fractions ``level`` and ``1 - level`` of its drop from 1 to :math:`\rho` (Brent's
+    method; the cosine decreases in :math:`\gamma`). Tends to
+    ``profile_width(rho, level) / ((1 - rho) log n)`` (chapter 8).
+    """
+    from scipy.optimize import brentq
+
+    n = _n(n)
+    rho = _rho(rho)
+    profile_width(rho, level)  # validates level
+
+    def crossing(p):
+        target = rho + (1 - rho) * p
+        return brentq(lambda g: output_cosine(n, g, rho) - target, 0.0, 4.0 / (1 - rho),
+                      xtol=1e-14)
+
+    return float(crossing(level) - crossing(1.0 - level))
 
 
 def probe_configuration(n, rho, d_bulk, rng):
