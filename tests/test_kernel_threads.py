@@ -23,12 +23,12 @@ def _problem(n, d, seed):
     return rng.normal(size=(n, d)), rng.normal(size=(d, d)) / d, rng.normal(size=(d, d))
 
 
-# the fused path (d = 2, rows spread over the workers), chunks (d = 48), causal chunks
+# the fused path (d = 2, rows spread over the workers), chunks (d = 40), causal chunks
 SOFTMAX_CALLS = [
-    (_problem(3000, 2, 1), dict(causal=False)),
-    (_problem(2500, 2, 2), dict(causal=True)),
-    (_problem(1200, 48, 3), dict(causal=False)),
-    (_problem(900, 48, 4), dict(causal=True)),
+    (_problem(2000, 2, 1), dict(causal=False)),
+    (_problem(1500, 2, 2), dict(causal=True)),
+    (_problem(700, 40, 3), dict(causal=False)),
+    (_problem(500, 40, 4), dict(causal=True)),
 ]
 
 
@@ -306,7 +306,7 @@ def test_a_forked_child_starts_its_own_workers(monkeypatch):
 
 def test_memory_of_a_call_does_not_grow_with_the_threads(monkeypatch):
     # chunks (d = 24): one buffer of logits on the calling thread, within the stated bound
-    n, d = 4000, 24
+    n, d = 2000, 24
     X, A, V = _problem(n, d, 20)
     peaks = []
     for threads in (1, 8):
