@@ -256,6 +256,7 @@ def test_the_fused_path_gives_the_same_bits_on_one_thread_and_on_several(monkeyp
 def test_the_workers_are_not_bound_to_a_cpu(monkeypatch):
     # a worker may run on every CPU the process may run on
     monkeypatch.setattr(_kernels._workers, "handoff", lambda: 0.0)
+    monkeypatch.setattr(_kernels, "thread_count", lambda: 2)
     (X, A, V), kw = SOFTMAX_CALLS[0]
     attention.softmax(X, A, V, **kw)
     workers = [t for t in threading.enumerate() if t.name.startswith("transformer_pde-")]
@@ -264,9 +265,14 @@ def test_the_workers_are_not_bound_to_a_cpu(monkeypatch):
         assert os.sched_getaffinity(t.native_id) == os.sched_getaffinity(0)
 
 
-def test_a_calling_thread_bound_to_one_cpu_uses_one_thread(monkeypatch):
+def test_a_calling_thread_bound_to_one_cpu_uses_one_thread_and_starts_no_worker(monkeypatch):
     monkeypatch.setattr(_kernels.os, "sched_getaffinity", lambda pid: {0}, raising=False)
     assert _kernels.thread_count() == 1
+    fresh = _kernels._Workers()
+    monkeypatch.setattr(_kernels, "_workers", fresh)
+    for (X, A, V), kw in SOFTMAX_CALLS[:2]:
+        attention.softmax(X, A, V, **kw)
+    assert fresh._started == 0 and fresh.measured() is None
 
 
 def test_thread_count_follows_the_cpus_and_the_blas_limit(monkeypatch):

@@ -419,6 +419,10 @@ class _Workers:
                 take.append(inbox)
         return take
 
+    def measured(self):
+        """The hand-off time if it was measured already, else ``None``."""
+        return self._handoff
+
     def handoff(self):
         """Seconds from handing a block to an idle worker to its completion (an empty block:
         the time to wake a thread), median of 5, measured once per process."""
@@ -478,6 +482,10 @@ def _spread_rows(rows, m, entries, threads=None):
         done, size = stop, 2 * size
         if done < m:
             left = (time.perf_counter() - start) * (total - entries(done)) / entries(done)
+            if _workers.measured() is None:  # no worker started yet: only if one may help
+                threads = thread_count() if threads is None else threads
+                if threads == 1:
+                    break
             if left > 2 * _workers.handoff():
                 break
     if done == m:
