@@ -517,3 +517,29 @@ def test_equiangular_layers_follow_the_network(model):
     assert 1.8 < errs[0] / errs[1] < 2.2
     with pytest.raises(ValueError, match="h must be"):
         sphere.equiangular_layers(0.0, n, beta, -0.1, 3, model)
+
+
+def test_equiangular_clustering_time_closed_form_at_beta_zero():
+    # at beta = 0, u = 1 - rho solves u' = -2u + 2 (n-1)/n u^2 (the chapter's exercise):
+    # u(t) = u0 e^{-2t} / (1 - a u0 (1 - e^{-2t})), a = (n-1)/n
+    for n, rho0 in ((4, 0.0), (10, -0.05), (32, 0.3)):
+        a, u0, u = (n - 1) / n, 1 - rho0, 1e-3
+        x = u * (1 - a * u0) / (u0 * (1 - a * u))
+        for model in ("sa", "usa"):
+            t = sphere.equiangular_clustering_time(rho0, n, 0.0, model)
+            assert abs(t / (-0.5 * np.log(x)) - 1) < 1e-7
+
+
+def test_equiangular_clustering_time_against_the_solution():
+    n, beta = 32, 5.0
+    t_star = sphere.equiangular_clustering_time(0.0, n, beta, "sa", level=0.99)
+    times = np.linspace(0.0, 1.5 * t_star, 3001)
+    rho = sphere.equiangular_solve(0.0, n, beta, "sa", times)
+    k = np.argmax(rho >= 0.99)
+    assert times[k - 1] < t_star <= times[k] + 1e-9
+    # larger initial inner products cluster earlier; the regular simplex never does
+    assert sphere.equiangular_clustering_time(0.1, n, beta, "sa", level=0.99) < t_star
+    assert sphere.equiangular_clustering_time(-1 / (n - 1), n, beta, "sa") == np.inf
+    assert sphere.equiangular_clustering_time(0.995, n, beta, "sa", level=0.99) == 0.0
+    with pytest.raises(ValueError):
+        sphere.equiangular_clustering_time(0.0, n, beta, "sa", level=1.0)

@@ -60,6 +60,7 @@ __all__ = [
     "equiangular_configuration",
     "equiangular_solve",
     "equiangular_layers",
+    "equiangular_clustering_time",
     "sphere_quadrature",
     "energy_mirror_descent",
     "dirac_pair_threshold",
@@ -588,6 +589,46 @@ def equiangular_layers(rho0, n, beta, h, L, model):
         cross = (2.0 * a * b + b * b * n) * s
         rho = out[ell + 1] = min((a * a * rho + cross) / (a * a + cross), 1.0)
     return out
+
+
+def equiangular_clustering_time(rho0, n, beta, model, level=1 - 1e-3, *, rtol=1e-10,
+                                atol=1e-13):
+    r"""First time at which the common inner product of an equiangular configuration reaches
+    ``level``.
+
+    Solves :math:`\dot\rho =` :func:`equiangular_rhs` from :math:`\rho(0) =` ``rho0`` with
+    SciPy's ``DOP853`` and a terminal event at :math:`\rho = ` ``level``; returns that time
+    (``inf`` if the configuration never gets there: :math:`\rho_0 = -1/(n-1)`, the simplex, is
+    stationary). The time :math:`t^*` drawn on the phase diagrams of Geshkovski et al. (2025)
+    for :math:`\rho_0 = 0`; along :math:`\beta = \gamma\log n` it grows like :math:`\log n`
+    for :math:`\gamma < 1` and like a power of :math:`n` for :math:`\gamma > 1` (chapter 7).
+    """
+    from scipy.integrate import solve_ivp
+
+    equiangular_rhs(rho0, n, beta, model)  # validates every argument
+    level = float(level)
+    if not (-1.0 < level < 1.0):
+        raise ValueError(f"level must lie in (-1, 1), got {level!r}")
+    rho0 = float(rho0)
+    if rho0 >= level:
+        return 0.0
+    if equiangular_rhs(rho0, n, beta, model) <= 0.0:
+        return float("inf")
+
+    def reached(_, r):
+        return r[0] - level
+
+    reached.terminal = True
+    t_end = 1.0
+    while True:  # the horizon is unknown in advance: double it until the event fires
+        sol = solve_ivp(lambda _, r: [equiangular_rhs(min(r[0], 1.0), n, beta, model)],
+                        (0.0, t_end), [rho0], method="DOP853", rtol=rtol, atol=atol,
+                        events=reached)
+        if sol.t_events[0].size:
+            return float(sol.t_events[0][0])
+        if t_end > 1e300:
+            return float("inf")
+        t_end *= 1e3
 
 
 # ---------------------------------------------------------------------------------------------
