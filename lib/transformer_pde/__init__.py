@@ -62,6 +62,7 @@ wrap them in :func:`joblib.parallel_config` (``backend="loky"``, ``"threading"``
 
 import importlib
 import pkgutil
+from types import ModuleType
 
 #: The version; ``pyproject.toml`` reads it from here (its single source).
 __version__ = "0.1.0"
@@ -72,12 +73,12 @@ __all__ = sorted(m.name for m in pkgutil.iter_modules(__path__)
                  if not m.name.startswith("_"))
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> ModuleType:
     """Import a public module on first access (so that the package itself imports fast)."""
     if name in __all__:
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))

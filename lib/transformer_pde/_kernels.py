@@ -589,6 +589,9 @@ class Plan:
         return out
 
 
+_SPREAD_EXP = True
+
+
 def _chunks_average(logit_block, values, logw, causal, bounds, rows, out):
     """The chunks ``bounds`` of :meth:`Plan.average`, in turn: one buffer of logits, filled
     chunk after chunk, exponentiated in place with the row sums taken while each row is in
@@ -603,7 +606,15 @@ def _chunks_average(logit_block, values, logw, causal, bounds, rows, out):
         logits = buffer[:c * ncols].reshape(c, ncols)  # C-contiguous
         logit_block(start, stop, ncols, logits)
         masked_logits(logits, logw, start, causal)
-        exp_shifted_rows_summed(logits, row_max[:c], row_sum[:c])
+        if _SPREAD_EXP:
+            mx, sm = row_max[:c], row_sum[:c]
+
+            def exp_rows(a, b, logits=logits, mx=mx, sm=sm):
+                exp_shifted_rows_summed(logits[a:b], mx[a:b], sm[a:b])
+
+            _spread_rows(exp_rows, c, lambda i, ncols=ncols: i * ncols)
+        else:
+            exp_shifted_rows_summed(logits, row_max[:c], row_sum[:c])
         check_row_max(row_max[:c], start)
         np.matmul(logits, values[:ncols], out=out[start:stop])
         out[start:stop] /= row_sum[:c, None]
