@@ -413,3 +413,134 @@ def test_gaussian_sequence_field_variance_bad_inputs():
     with pytest.raises(ValueError, match="dimension"):
         masked.gaussian_sequence_field_variance([0.5], [[0.0, 0.0, 0.0]], np.eye(3), np.eye(3),
                                                 mean_curve=masked.circle_curve, sigma=0.1)
+
+
+# --- the law of n x MSE: covariance of the limit, and the band of its mean -------------------
+
+_COV_PROBLEM = {
+    "A": np.array([[1.0, 0.5], [0.0, -1.0]]),
+    "V": np.array([[1.0, 0.0], [0.5, 2.0]]),
+    "s": np.array([0.3, 0.6, 1.0, 0.6]),
+    "x": np.array([[0.4, -0.7], [0.4, -0.7], [-0.2, 0.5], [-0.2, 0.5]]),
+    "sigma": 0.4,
+}
+
+
+def _cov(**kw):
+    p = _COV_PROBLEM
+    return masked.gaussian_sequence_field_covariance(
+        p["s"], p["x"], p["A"], p["V"], mean_curve=masked.circle_curve, sigma=p["sigma"], **kw)
+
+
+def test_gaussian_sequence_field_covariance_traces_are_the_variance():
+    p = _COV_PROBLEM
+    C = _cov()
+    q = p["s"].size
+    np.testing.assert_array_equal(C, C.T)
+    assert np.linalg.eigvalsh(C).min() > -1e-12 * np.abs(C).max()  # positive semidefinite
+    blocks = C.reshape(q, 2, q, 2)
+    traces = np.einsum("kckc->k", blocks)
+    variance = masked.gaussian_sequence_field_variance(
+        p["s"], p["x"], p["A"], p["V"], mean_curve=masked.circle_curve, sigma=p["sigma"])
+    np.testing.assert_allclose(traces, variance, rtol=1e-10)
+
+
+def test_gaussian_sequence_field_covariance_is_the_monte_carlo_limit():
+    # the covariance of sqrt(n) x (errors at the 4 query points) over independent sequences
+    p = _COV_PROBLEM
+    rng = np.random.default_rng(5)
+    exact = masked.gaussian_sequence_field(p["s"], p["x"], p["A"], p["V"],
+                                           mean_curve=masked.circle_curve, sigma=p["sigma"])
+    n, draws = 2000, 3000
+    errs = np.empty((draws, exact.size))
+    for k in range(draws):
+        s, X = masked.sample_gaussian_sequence(n, masked.circle_curve, p["sigma"], rng)
+        G = masked.masked_velocity(s, X, p["A"], p["V"], queries=p["x"],
+                                   query_positions=p["s"])
+        errs[k] = np.sqrt(n) * (G - exact).ravel()
+    empirical = errs.T @ errs / draws
+    C = _cov()
+    # sampling error of a second moment over 3000 draws: a few per cent of its scale
+    scale = np.sqrt(np.outer(np.diag(C), np.diag(C)))
+    assert np.max(np.abs(empirical - C) / scale) < 0.12, np.max(np.abs(empirical - C) / scale)
+    # cross-covariances between distinct positions are not zero, and they are resolved
+    assert np.abs(C[0, 2]) > 0.2 * scale[0, 2]
+
+
+def test_independent_positions_constant_is_the_monte_carlo_limit():
+    # tokens at positions drawn uniformly and independently, instead of i/n
+    p = _COV_PROBLEM
+    rng = np.random.default_rng(8)
+    s_q, x_q = p["s"][:1], p["x"][:1]
+    kw = {"mean_curve": masked.circle_curve, "sigma": p["sigma"]}
+    exact = masked.gaussian_sequence_field(s_q, x_q, p["A"], p["V"], **kw)
+    c_seq = masked.gaussian_sequence_field_variance(s_q, x_q, p["A"], p["V"], **kw)[0]
+    c_iid = masked.gaussian_sequence_field_variance(s_q, x_q, p["A"], p["V"], **kw,
+                                                    independent_positions=True)[0]
+    n, draws = 2000, 2000
+    sq = np.empty(draws)
+    for k in range(draws):
+        tau = rng.random(n)
+        X = masked.circle_curve(tau) + p["sigma"] * rng.standard_normal((n, 2))
+        G = masked.masked_velocity(tau, X, p["A"], p["V"], queries=x_q, query_positions=s_q)
+        sq[k] = n * np.sum((G - exact) ** 2)
+    se = sq.std(ddof=1) / np.sqrt(draws)
+    assert abs(sq.mean() - c_iid) < 4 * se, (sq.mean(), c_iid, se)
+    assert c_iid - c_seq > 8 * se  # the two constants are told apart at this size
+
+
+def test_quadratic_form_mean_band_contains_the_chi_square_quantiles():
+    from scipy.stats import chi2
+    # equal weights: K times the mean is lam chi^2 with K r degrees of freedom
+    lam, r, K, alpha = 0.7, 5, 12, 1e-3
+    low, high = masked.quadratic_form_mean_band(np.full(r, lam), K, alpha)
+    assert low <= lam * chi2.ppf(alpha / 2, K * r) / K
+    assert high >= lam * chi2.isf(alpha / 2, K * r) / K
+
+
+def test_quadratic_form_mean_band_false_alarm_below_its_level():
+    rng = np.random.default_rng(2)
+    lam = np.array([2.0, 0.5, 0.1, 0.1, 0.01])  # skewed: one dominant weight
+    K, alpha, runs = 20, 0.05, 200_000
+    means = (rng.chisquare(K, (runs, lam.size)) * lam).sum(axis=1) / K
+    low, high = masked.quadratic_form_mean_band(lam, K, alpha)
+    assert np.mean(means < low) <= alpha / 2 and np.mean(means > high) <= alpha / 2
+    assert np.mean((means < low) | (means > high)) > alpha / 50  # not vacuous either
+
+
+def test_field_constant_check_rejects_the_constant_of_independent_positions():
+    # The chapter's check: the mean of n x MSE over K sequences lies in the band of the limit
+    # law. Synthetic n x MSE drawn from that law (weights of the covariance above) pass it;
+    # against the constant of independent positions (the alternative the chapter rules out,
+    # weights scaled to its mean) the same data fail it.
+    p = _COV_PROBLEM
+    q = p["s"].size
+    lam = np.clip(np.linalg.eigvalsh(_cov()), 0, None) / q
+    c_iid = masked.gaussian_sequence_field_variance(
+        p["s"], p["x"], p["A"], p["V"], mean_curve=masked.circle_curve, sigma=p["sigma"],
+        independent_positions=True).mean()
+    ratio = c_iid / lam.sum()
+    assert ratio > 1.3
+    rng = np.random.default_rng(4)
+    K, runs = 240, 2000
+    means = (rng.chisquare(K, (runs, lam.size)) * lam).sum(axis=1) / K
+    low, high = masked.quadratic_form_mean_band(lam, K, 1e-4)
+    assert np.all((low <= means) & (means <= high))
+    low_alt, high_alt = masked.quadratic_form_mean_band(lam * ratio, K, 1e-4)
+    assert np.mean((low_alt <= means) & (means <= high_alt)) < 1e-2
+
+
+def test_covariance_and_band_bad_inputs():
+    A, V = np.eye(2), np.eye(2)
+    with pytest.raises(ValueError, match="> 0"):
+        masked.gaussian_sequence_field_covariance([0.0], [[0.0, 0.0]], A, V,
+                                                  mean_curve=masked.circle_curve, sigma=0.1)
+    with pytest.raises(ValueError, match="sigma"):
+        masked.gaussian_sequence_field_covariance([0.5], [[0.0, 0.0]], A, V,
+                                                  mean_curve=masked.circle_curve, sigma=-1.0)
+    with pytest.raises(ValueError, match="weights"):
+        masked.quadratic_form_mean_band([1.0, -0.5], 10, 0.01)
+    with pytest.raises(ValueError, match="count"):
+        masked.quadratic_form_mean_band([1.0], 0, 0.01)
+    with pytest.raises(ValueError, match="false_alarm"):
+        masked.quadratic_form_mean_band([1.0], 10, 1.5)

@@ -38,6 +38,8 @@ __all__ = [
     "sample_gaussian_sequence",
     "gaussian_sequence_field",
     "gaussian_sequence_field_variance",
+    "gaussian_sequence_field_covariance",
+    "quadratic_form_mean_band",
     "conditional_distance",
     "masked_flow_map",
     "masked_flow_jacobian",
@@ -409,7 +411,7 @@ def masked_flow_jacobian(positions, X0, A, V, T, *, steps=10, weights=None, h=1e
 
 
 def gaussian_sequence_field_variance(query_positions, queries, A, V, *, mean_curve, sigma,
-                                     grid=20000):
+                                     grid=20000, independent_positions=False):
     r"""The limit :math:`c = \lim_n n\,\mathbb E|\Gamma_{\bar\mu_n} - \Gamma_{\bar\rho}|^2(s, x)`.
 
     For the sequences of :func:`sample_gaussian_sequence` (:math:`x_i \sim \mathcal N(m(i/n),
@@ -437,6 +439,11 @@ def gaussian_sequence_field_variance(query_positions, queries, A, V, *, mean_cur
     divided out). The corrections are :math:`O(1/n)` relative, from queries that see few
     tokens (:math:`ns` small). For the measures on positions and tokens of Castin, Ablin,
     Carrillo and Peyré (2025).
+
+    With ``independent_positions=True``: the constant of :math:`n` independent draws from
+    :math:`\bar\rho`, positions uniform on :math:`[0, 1]` included, for which the variance is
+    not taken position by position: :math:`v + e^2|V(m + \sigma^2 b - g)|^2` replaces
+    :math:`v` (the alternative that the sequences' own constant rules out).
 
     Integrals by the cumulative trapezoidal rule on ``grid`` intervals, as in
     :func:`gaussian_sequence_field`. Returns an array of shape ``(q,)``.
@@ -473,6 +480,170 @@ def gaussian_sequence_field_variance(query_positions, queries, A, V, *, mean_cur
         tilted2 = (M + 2 * sigma**2 * b - g) @ V.T
         tilted1 = (M + sigma**2 * b - g) @ V.T
         v = e**2 * (np.exp(sigma**2 * (b @ b)) * (np.sum(tilted2**2, axis=1) + sigma**2 * frob2)
-                    - np.sum(tilted1**2, axis=1))
+                    - (0.0 if independent_positions else np.sum(tilted1**2, axis=1)))
         out[k] = cumulative(v, s[k]) / Z**2
     return out
+
+
+def gaussian_sequence_field_covariance(query_positions, queries, A, V, *, mean_curve, sigma,
+                                       grid=20000):
+    r"""Limit covariance of :math:`\sqrt n\,(\Gamma_{\bar\mu_n} - \Gamma_{\bar\rho})` at queries.
+
+    For the sequences of :func:`sample_gaussian_sequence` and the law :math:`\bar\rho` of
+    :func:`gaussian_sequence_field`, the errors at the query points :math:`(s_k, x_k)` are
+    jointly asymptotically Gaussian: :math:`\sqrt n\,(\Gamma_{\bar\mu_n} -
+    \Gamma_{\bar\rho})(s_k, x_k) \to G_k` with :math:`\mathbb E\,G_k G_l^\top = C_{kl}`,
+
+    .. math::
+
+        C_{kl} = \frac{V\Big(\int_0^{s_k \wedge s_l} e_k e_l \big(\kappa_{kl}\,
+            [(a - g_k)(a - g_l)^\top + \sigma^2 I] - (m + \sigma^2 b_k - g_k)
+            (m + \sigma^2 b_l - g_l)^\top\big)\, d\tau\Big) V^\top}
+            {\int_0^{s_k} e_k\, d\tau \int_0^{s_l} e_l\, d\tau},
+
+    with :math:`b_k = A x_k`, :math:`e_k(\tau) = e^{\langle b_k, m(\tau)\rangle}`,
+    :math:`g_k` as in :func:`gaussian_sequence_field_variance`, :math:`a = m + \sigma^2(b_k +
+    b_l)` and :math:`\kappa_{kl} = e^{\sigma^2\langle b_k, b_l\rangle}`. Derivation: the
+    error at :math:`(s, x)` is :math:`V\sum_{i \le ns} w_i(x_i - g)/\sum_{i \le ns} w_i`,
+    :math:`w_i = e^{\langle b, x_i\rangle}`; two query points share the tokens
+    :math:`i \le n(s_k \wedge s_l)`, which are independent, and the Gaussian moment
+    :math:`\mathbb E[e^{\langle \beta, y\rangle}(y - g)(y - g')^\top] =
+    e^{\langle \beta, m\rangle + \sigma^2|\beta|^2/2}[(m + \sigma^2\beta - g)(m + \sigma^2\beta -
+    g')^\top + \sigma^2 I]` for :math:`y \sim \mathcal N(m, \sigma^2 I)` gives each term (the
+    measures on positions and tokens of Castin, Ablin, Carrillo and Peyré, 2025). The trace of
+    the block :math:`C_{kk}` is :func:`gaussian_sequence_field_variance`.
+
+    Consequently :math:`n` times the mean squared error over the ``q`` points tends in law to
+    :math:`\sum_k \lambda_k \xi_k^2` with :math:`\xi_k` independent standard normal and
+    :math:`\lambda_k` the eigenvalues of :math:`C/q` (see :func:`quadratic_form_mean_band`).
+
+    Integrals by the cumulative trapezoidal rule on ``grid`` intervals, as in
+    :func:`gaussian_sequence_field`, once for each pair of distinct query tokens
+    (:math:`O(u^2\,\text{grid}\,d^2)` work for :math:`u` distinct rows of ``queries``).
+
+    Parameters
+    ----------
+    query_positions, queries, A, V, mean_curve, sigma, grid
+        As in :func:`gaussian_sequence_field`.
+
+    Returns
+    -------
+    array (q p, q p)
+        Row and column ``k p + c``: component ``c`` of the error at query point ``k``.
+    """
+    Y = _checks.points(queries, "queries")
+    q, d = Y.shape
+    s = _checks.positions(query_positions, q, "query_positions")
+    if np.any(s <= 0):
+        raise ValueError("query_positions must be > 0: at s = 0 the past carries no mass")
+    A = _checks.matrix(A, "A", shape=(d, d))
+    V = _checks.matrix(V, "V", cols=d)
+    sigma = float(sigma)
+    if not np.isfinite(sigma) or sigma < 0:
+        raise ValueError(f"sigma must be a finite number >= 0, got {sigma}")
+    grid = _checks.positive_int(grid, "grid")
+    tau = np.linspace(0.0, 1.0, grid + 1)
+    M = _mean_curve_values(mean_curve, tau)
+    if M.shape[1] != d:
+        raise ValueError(f"mean_curve must return points of dimension d = {d}, got {M.shape[1]}")
+    h = 1.0 / grid
+    s2 = sigma**2
+
+    def cumulative(f):  # cumulative trapezoid along axis 0
+        steps = 0.5 * h * (f[1:] + f[:-1])
+        return np.concatenate([np.zeros((1,) + f.shape[1:]), np.cumsum(steps, axis=0)])
+
+    def outer(x, y):
+        return x[..., :, None] * y[..., None, :]
+
+    def at(cum, t):  # cumulative integrals at the positions t, linear in between
+        flat = cum.reshape(grid + 1, -1)
+        return np.stack([np.interp(t, tau, flat[:, c]) for c in range(flat.shape[1])],
+                        axis=-1).reshape(t.shape + cum.shape[1:])
+
+    tokens, which = np.unique(Y, axis=0, return_inverse=True)
+    which = which.ravel()
+    B = tokens @ A.T  # b for each distinct token
+    logits = M @ B.T
+    E = np.exp(logits - logits.max(axis=0))  # e(tau) per distinct token, up to a factor
+    Z = np.empty(q)
+    G = np.empty((q, d))
+    for u in range(tokens.shape[0]):
+        rows = which == u
+        cz = cumulative(np.hstack([E[:, u:u + 1], M * E[:, u:u + 1]]))
+        zs = at(cz, s[rows])
+        Z[rows] = zs[:, 0]
+        G[rows] = s2 * B[u] + zs[:, 1:] / zs[:, :1]
+    p = V.shape[0]
+    C = np.empty((q, q, p, p))
+    eye = np.eye(d)
+    for u in range(tokens.shape[0]):
+        for v in range(tokens.shape[0]):
+            ee = E[:, u] * E[:, v]
+            kappa = np.exp(s2 * (B[u] @ B[v]))
+            a = M + s2 * (B[u] + B[v])
+            a1, a2 = M + s2 * B[u], M + s2 * B[v]
+            parts = [ee[:, None], ee[:, None] * a, ee[:, None] * a1, ee[:, None] * a2,
+                     (ee[:, None, None] * (kappa * (a[:, :, None] * a[:, None, :] + s2 * eye)
+                                           - a1[:, :, None] * a2[:, None, :])).reshape(-1, d * d)]
+            cum = cumulative(np.hstack(parts))
+            ku, kv = np.flatnonzero(which == u), np.flatnonzero(which == v)
+            t = np.minimum(s[ku][:, None], s[kv][None, :])
+            vals = at(cum, t)  # (|ku|, |kv|, 1 + 3d + d^2)
+            i0 = vals[..., 0][..., None, None]
+            ia, ia1, ia2 = (vals[..., 1 + j * d:1 + (j + 1) * d] for j in range(3))
+            iaa = vals[..., 1 + 3 * d:].reshape(vals.shape[:2] + (d, d))
+            g, g2 = G[ku][:, None, :], G[kv][None, :, :]
+            inner = (iaa - kappa * (outer(ia, g2) + outer(g, ia)) + kappa * i0 * outer(g, g2)
+                     + outer(ia1, g2) + outer(g, ia2) - i0 * outer(g, g2))
+            C[np.ix_(ku, kv)] = V @ inner @ V.T / (Z[ku][:, None] * Z[kv][None, :])[..., None, None]
+    C = C.transpose(0, 2, 1, 3).reshape(q * p, q * p)
+    return 0.5 * (C + C.T)  # symmetric up to rounding: make it exactly so
+
+
+def quadratic_form_mean_band(weights, count, false_alarm):
+    r"""Band for the mean of ``count`` independent copies of :math:`Q = \sum_k \lambda_k \xi_k^2`.
+
+    With :math:`\xi_k` independent standard normal, :math:`\lambda_k \ge 0` (``weights``),
+    :math:`K` = ``count`` and :math:`x = \log(2/\alpha)`, :math:`\alpha` = ``false_alarm``,
+    the mean :math:`\bar Q_K` of :math:`K` copies satisfies
+
+    .. math::
+
+        \mathbb P\Big(\bar Q_K < \sum_k \lambda_k - 2|\lambda|_2\sqrt{x/K}\Big) \le e^{-x},
+        \qquad
+        \mathbb P\Big(\bar Q_K > \sum_k \lambda_k + 2|\lambda|_2\sqrt{x/K}
+            + 2\lambda_{\max}\, x/K\Big) \le e^{-x},
+
+    so it leaves the band with probability at most :math:`\alpha`: Lemma 1 of Laurent and
+    Massart (2000, *Annals of Statistics* 28, 1302-1338), applied to :math:`K\bar Q_K`, a
+    weighted sum of :math:`\chi^2_1` variables with each weight :math:`\lambda_k` repeated
+    :math:`K` times. It needs no estimate of the variance from the sample, whose skewness makes
+    a Student band too narrow in the lower tail.
+
+    Parameters
+    ----------
+    weights : array (r,)
+        The :math:`\lambda_k \ge 0`, e.g. the eigenvalues of
+        :func:`gaussian_sequence_field_covariance` divided by the number of query points.
+    count : int
+        Number :math:`K \ge 1` of independent copies averaged.
+    false_alarm : float
+        :math:`\alpha \in (0, 1)`.
+
+    Returns
+    -------
+    (float, float)
+        The band's lower and upper ends.
+    """
+    lam = np.asarray(weights, dtype=np.float64)
+    if lam.ndim != 1 or lam.size == 0 or not np.all(np.isfinite(lam)) or np.any(lam < 0):
+        raise ValueError("weights must be a non-empty 1-d array of finite numbers >= 0")
+    count = _checks.positive_int(count, "count")
+    false_alarm = float(false_alarm)
+    if not 0 < false_alarm < 1:
+        raise ValueError(f"false_alarm must lie in (0, 1), got {false_alarm}")
+    x = np.log(2.0 / false_alarm)
+    total, l2 = float(lam.sum()), float(np.sqrt(np.sum(lam**2)))
+    half = 2.0 * l2 * np.sqrt(x / count)
+    return total - half, total + half + 2.0 * float(lam.max()) * x / count

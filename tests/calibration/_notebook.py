@@ -1,0 +1,61 @@
+"""Replay cells of a chapter notebook under other seeds, for the calibration scripts.
+
+A calibration script measures how often an assertion of a chapter fails when its cell runs
+with other seeds. It runs the notebook's own code: the first code cell with ``SEED``
+replaced (as ``make robust`` does), then the cells that compute and assert, found by a
+string that occurs in exactly one cell. Figures are drawn off screen and closed.
+"""
+
+import contextlib
+import io
+import json
+import re
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+plt.show = lambda *args, **kwargs: plt.close("all")
+
+
+def _code_cells(notebook):
+    cells = json.loads((ROOT / "notebooks" / notebook).read_text())["cells"]
+    return ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+
+
+def cell(notebook, needle):
+    """The source of the one code cell of ``notebook`` that contains ``needle``."""
+    hits = [src for src in _code_cells(notebook) if needle in src]
+    if len(hits) != 1:
+        raise LookupError(f"{len(hits)} code cells of {notebook} contain {needle!r}")
+    return compile(hits[0], f"{notebook}: {needle}", "exec")
+
+
+def setup(notebook, seed, **switches):
+    """The namespace after the first code cell, with ``SEED = seed`` and switches set."""
+    first = _code_cells(notebook)[0]
+    first, count = re.subn(r"^SEED = \d+$", f"SEED = {int(seed)}", first, flags=re.M)
+    if count != 1:
+        raise LookupError(f"no line 'SEED = <int>' in the first code cell of {notebook}")
+    for name, value in switches.items():
+        first, count = re.subn(rf"^{name} = \w+", f"{name} = {value!r}", first, flags=re.M)
+        if count != 1:
+            raise LookupError(f"no switch {name} in the first code cell of {notebook}")
+    namespace = {}
+    exec(compile(first, f"{notebook}: first cell", "exec"), namespace)
+    return namespace
+
+
+def run(code, namespace):
+    """Run compiled cells in ``namespace`` (printing nothing); return the AssertionError
+    raised, or None."""
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            for c in code if isinstance(code, (list, tuple)) else [code]:
+                exec(c, namespace)
+    except AssertionError as err:
+        return err
+    return None
