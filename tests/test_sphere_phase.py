@@ -55,3 +55,29 @@ def test_first_crossing_and_bad_inputs():
         sp.phase_diagram([1.0], 4, 3, 1.0, 0.1, model="softmax")
     with pytest.raises(ValueError, match="values"):
         sp.first_crossing([0.0, 1.0], t, 0.5)
+
+
+def test_median_pair_band_accepts_the_equiangular_time_and_rejects_a_wrong_one():
+    betas = np.arange(0.0, 6.5, 1.0)
+    n, d, T, h = 32, 1024, 30.0, 0.1
+    early, late = sp.median_pair_band(betas, n, d, T, h)
+    L = int(round(T / h))
+    t = h * np.arange(L + 1)
+
+    def t_star(rho0, betas_used, step=h):
+        return np.array([sp.first_crossing(
+            sphere.equiangular_layers(rho0, n, b, step, L, "sa"), t, 1 - 1e-3)
+            for b in betas_used])
+
+    # the prediction itself lies inside, strictly
+    ts = t_star(0.0, betas)
+    assert np.all((early < ts) & (ts < late))
+    # synthetic wrong answers: a clustering time computed at a wrong inverse temperature
+    # (beta + 1) or with a wrong step size (h times 1.5) falls outside the band
+    assert np.any(t_star(0.0, betas + 1.0) > late)
+    assert np.any(t_star(0.0, betas, 1.5 * h) < early)
+    # the band narrows as d grows, like d^{-1/2}
+    e2, l2 = sp.median_pair_band(betas, n, 16 * d, T, h)
+    assert np.all(l2 - e2 <= late - early)
+    with pytest.raises(ValueError):
+        sp.median_pair_band(betas, 2, 1, T, h)

@@ -28,13 +28,14 @@ from .sphere import (
     _beta,
     _model,
     clustered_pair_fraction,
+    equiangular_layers,
     normalised_residual_stack,
     sa_field,
     uniform_on_sphere,
     usa_field,
 )
 
-__all__ = ["clustering_run", "phase_diagram", "first_crossing"]
+__all__ = ["clustering_run", "phase_diagram", "first_crossing", "median_pair_band"]
 
 
 def _seed_entropy(seed):
@@ -114,3 +115,43 @@ def first_crossing(values, times, level):
     hit = v >= level
     out = np.where(hit.any(axis=-1), t[np.argmax(hit, axis=-1)], np.nan)
     return out if out.ndim else float(out)
+
+
+def median_pair_band(betas, n, d, T, h, *, sigmas=5.0, model="sa", threshold=1 - 1e-3):
+    r"""Band for the half-clustering time of ``n`` uniform tokens in high dimension ``d``.
+
+    The first layer at which half of the pairs have :math:`\langle x_i, x_j\rangle \ge`
+    ``threshold`` is the clustering time of the median pair, which to first order is the
+    equiangular time (:func:`transformer_pde.sphere.equiangular_layers`) from the median of
+    the :math:`N = n(n-1)/2` initial inner products. Those have standard deviation
+    :math:`d^{-1/2}`, and their median a standard error of about
+    :math:`1.2533\,(Nd)^{-1/2}` (:math:`\sqrt{\pi/2}` times that of a mean). With
+    :math:`c =` ``sigmas`` times that standard error, returns ``(early, late)``: the
+    equiangular times from :math:`\rho_0 = c` minus one layer and from :math:`\rho_0 = -c`
+    plus one layer, for each ``beta`` (``nan`` where the level is not reached by time ``T``).
+    The first-order argument neglects the spread of the initial inner products, whose effect
+    grows with :math:`\beta` (chapter 7 restricts the check to :math:`\beta \le 6` at
+    :math:`n = 32`, :math:`d = 1024`). Derived in chapter 7.
+    """
+    b = np.asarray(betas, dtype=np.float64)
+    if b.ndim != 1 or b.size < 1 or not np.all(np.isfinite(b)) or np.any(b < 0):
+        raise ValueError("betas must be a non-empty 1-D array of finite values >= 0")
+    n = _checks.positive_int(n, "n")
+    d = _checks.positive_int(d, "d")
+    if n < 2:
+        raise ValueError(f"n must be at least 2, got {n}")
+    T = _checks.positive_float(T, "T")
+    h = _checks.positive_float(h, "h")
+    sigmas = _checks.positive_float(sigmas, "sigmas")
+    _model(model)
+    L = max(1, int(round(T / h)))
+    times = h * np.arange(L + 1)
+    c = sigmas * 1.2533 / np.sqrt(n * (n - 1) / 2 * d)
+    if c >= 1.0:
+        raise ValueError(f"the band {c:.3g} is wider than the inner products: raise d")
+
+    def crossing(rho0):
+        return np.array([first_crossing(equiangular_layers(rho0, n, beta, h, L, model),
+                                        times, threshold) for beta in b])
+
+    return crossing(c) - h, crossing(-c) + h
