@@ -252,7 +252,7 @@ def local_lipschitz(X, A, V, *, causal=False, weights=None, tol=1e-6, return_vec
         (``benchmarks/lanczos_near_equal_pairs.py``); one at ``tol = 1e-10``, where the
         iteration stopped after 4 products on the second singular value, 3.7e-4 below the
         first, with a residual certifying that value as a singular value, not as the
-        largest. Chapter 5 shows one such input.
+        largest. The Performance appendix of the book shows one such input.
     return_vectors : bool
         Return a :class:`LipschitzResult` (value, top singular vectors, number of products)
         instead of the float (one more product, with :math:`D_X f`, for the left vector).
