@@ -1,0 +1,31 @@
+"""Chapter 4, hyperplanes and the paranormal V: the assertion cells on many draws.
+
+Replays the notebook's cells for the dominant-eigenvalue V of the authors' scripts (one run
+with A = I and one with A = diag(1, -1/2)) and for V = diag(1, 1, -1/2) with SEED = s for
+s = START..START+SEEDS-1, and prints the failures of each assertion cell and the latest end
+of the soft phase.
+Usage: python tests/calibration/ch04_hyperplanes.py [seeds] [start]
+"""
+
+import sys
+
+from _notebook import cell, run, setup
+
+NB = "04_clustering.ipynb"
+SEEDS = int(sys.argv[1]) if len(sys.argv) > 1 else 200
+START = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
+prelude = [cell(NB, "gap_hardmax = np.max"), cell(NB, "gap_spd = np.max")]
+hyper = [cell(NB, "V_h = np.array"), cell(NB, "both runs: support functions")]
+para = [cell(NB, "V_ps = np.diag"), cell(NB, "F-hull non-increasing")]
+failures = {"hyperplanes": 0, "paranormal": 0}
+t0 = []
+for seed in range(START, START + SEEDS):
+    ns = setup(NB, seed)
+    assert run(prelude, ns) is None
+    for name, code in (("hyperplanes", hyper), ("paranormal", para)):
+        if run(code, ns) is not None:
+            failures[name] += 1
+            print(name, "fails at seed", seed, flush=True)
+    t0 += [r["t"][r["start"]] for r in ns["hyper"] + [ns["run_ps"]] if r["start"] is not None]
+print(f"{SEEDS} executions (2 hyperplane runs and 1 paranormal run each): failures "
+      f"{failures}; latest end of the soft phase {max(t0):.1f}")

@@ -1,0 +1,29 @@
+"""Chapter 4, dimension one: P(t) in the set P (all rows but one basis vectors) by t = 24.
+
+Replays the notebook's d = 1 cells (three sequences of 16 tokens, the last shifted to be
+positive, integrated to t = 12 and further while more than one row is not within 1e-6 of
+e_min or e_max) with SEED = s for s = START..START+SEEDS-1, and prints the failures of the
+assertion cell and how many sequences needed more than t = 12.
+Usage: python tests/calibration/ch04_one_d.py [seeds] [start]
+"""
+
+import sys
+
+from _notebook import cell, run, setup
+
+NB = "04_clustering.ipynb"
+SEEDS = int(sys.argv[1]) if len(sys.argv) > 1 else 200
+START = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
+compute, checks = cell(NB, "one_d = []"), cell(NB, "d = 1: P(t) in the set P")
+failures, extended, worst = 0, 0, 0
+for seed in range(START, START + SEEDS):
+    ns = setup(NB, seed)
+    assert run(compute, ns) is None
+    if run(checks, ns) is not None:
+        failures += 1
+        print("fails at seed", seed, flush=True)
+    ends = [r["t"][-1] for r in ns["one_d"]]
+    extended += sum(e > 12 for e in ends)
+    worst = max(worst, max(ends))
+print(f"{SEEDS} executions ({3 * SEEDS} sequences): {failures} failures; {extended} sequences "
+      f"integrated past t = 12, the latest to t = {worst:g}")
