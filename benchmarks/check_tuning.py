@@ -26,8 +26,8 @@ process over the calls instead, on 1 CPU only: the work done, not the time waite
    and 1/4, 1/2, 2 and 4 times it; reported as default time / best time.
 2. ``fused``: logits and values of dimension 4 to 48 at n = 4000, through the fused pass and
    through chunks; reported as fused time / chunked time (below 1: the fused pass is faster).
-3. ``tile``: the fused pass at n = 16000, d = 2 with tiles of 1/4 to 4 times the default and
-   whole rows; default time / best time.
+3. ``tile``: the fused pass at n = 16000, d = 2 and 16 with tiles of 1/4 to 4 times the
+   default and whole rows; default time / best time.
 4. ``float32``: ``local_lipschitz`` (``tol=1e-6``, d = 384, Gaussian and clustered tokens of
    ``bench_lipschitz.py``) at n = 64 to 256 with the float32 phase and without; time with /
    time without, and the products of each.
@@ -144,22 +144,26 @@ def tile(quick):
     from transformer_pde import _kernels, attention
 
     n = 4000 if quick else 16000
-    X, A, V = _problem(n, 2)
-    default = _kernels.fused_tile()
-    tiles = sorted({max(16, round(f * default)) for f in MULTIPLES} | {n})
     original = _kernels.fused_tile
+    rows = []
+    for d in (2, 16):
+        X, A, V = _problem(n, d)
+        default = _kernels.fused_tile(d, d)
+        tiles = sorted({max(8, round(f * default)) for f in MULTIPLES} | {n})
 
-    def run(t):
-        _kernels.fused_tile = lambda: t
-        try:
-            return attention.softmax(X, A, V)
-        finally:
-            _kernels.fused_tile = original
+        def run(t, X=X, A=A, V=V):
+            _kernels.fused_tile = lambda inner, p: t
+            try:
+                return attention.softmax(X, A, V)
+            finally:
+                _kernels.fused_tile = original
 
-    med = _interleaved({t: (lambda t=t: run(t)) for t in tiles}, 2 if quick else 7)
-    best = min(med, key=med.get)
-    return [dict(n=n, d=2, default=default, best=best, times=med,
-                 ratio=med[default] / med[best])]
+        med = _interleaved({t: (lambda t=t, run=run: run(t)) for t in tiles},
+                           2 if quick else 7)
+        best = min(med, key=med.get)
+        rows.append(dict(n=n, d=d, default=default, best=best, times=med,
+                         ratio=med[default] / med[best]))
+    return rows
 
 
 def float32(quick):
@@ -246,13 +250,14 @@ def report(results, machine, clock):
         text.append(_common.markdown_table(["setting", "CPUs", "k", "library's choice",
                                             "fused / chunks", "load"], rows))
     if "tile" in by:
-        text.append("\n**Tiles of the fused rows** (n = 16000, d = 2): the default tile "
+        text.append("\n**Tiles of the fused rows** (n = 16000): the default tile "
                     "(columns), the fastest of 1/4 to 4 times it or a whole row, default "
                     "time / fastest time.\n")
-        rows = [[r["setting"], r["cpus"], x["default"], x["best"], _fmt_ratio(x["ratio"]),
-                 f"{r['load']:.1f}"] for r in by["tile"] for x in r["rows"]]
-        text.append(_common.markdown_table(["setting", "CPUs", "default tile", "fastest",
-                                            "default / fastest", "load"], rows))
+        rows = [[r["setting"], r["cpus"], x["d"], x["default"], x["best"],
+                 _fmt_ratio(x["ratio"]), f"{r['load']:.1f}"]
+                for r in by["tile"] for x in r["rows"]]
+        text.append(_common.markdown_table(["setting", "CPUs", "d", "default tile",
+                                            "fastest", "default / fastest", "load"], rows))
     if "float32" in by:
         text.append("\n**The float32 phase of `local_lipschitz`** (d = 384, `tol=1e-6`): time "
                     "with the phase / time without, and the products of each; the library "

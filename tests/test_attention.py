@@ -401,8 +401,8 @@ def test_chunk_size_does_not_change_result(variant, causal):
 def test_automatic_chunks_match_one_dense_block(causal, d, monkeypatch):
     # d = 2: the fused rows, in tiles of 100 columns (several per row); d = 24: chunks of
     # default_rows queries, 48 with a second-level cache of 64 KiB, so 23 chunks
-    monkeypatch.setattr(_kernels, "cache_sizes", lambda: (1600, 2**16))
-    assert _kernels.fused_tile() == 100 and _kernels.default_rows(1100, 24, 24) == 48
+    monkeypatch.setattr(_kernels, "cache_sizes", lambda: (4800, 2**16))
+    assert _kernels.fused_tile(2, 2) == 100 and _kernels.default_rows(1100, 24, 24) == 48
     rng = np.random.default_rng(6)
     X = rng.normal(size=(1100, d))
     A = rng.normal(size=(d, d)) / np.sqrt(d)

@@ -346,4 +346,4 @@ def test_chunk_sizes_follow_the_caches_and_not_the_threads(monkeypatch):
 def test_cache_sizes_are_read_from_the_system_or_assumed():
     l1, l2 = _kernels.cache_sizes()
     assert 2**12 <= l1 <= l2
-    assert _kernels.fused_tile() == max(64, l1 // 16)
+    assert _kernels.fused_tile(2, 2) == l1 // 48 and _kernels.fused_tile(16, 16) == l1 // 272

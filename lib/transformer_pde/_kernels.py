@@ -190,13 +190,13 @@ def fused_rows(queries, keys_t, values_t, logw, causal, row0, row1, out, row_max
     and ``row_max[i]`` (the row's largest logit; NaN if one is NaN); a row whose maximum is
     not finite is skipped (the caller raises).
 
-    A row is processed in tiles of ``tile`` columns, each held in the core's first-level
-    cache through its logits, maximum, exponentials and sums (an online softmax: when a
-    tile raises the running maximum :math:`M`, the sums so far are multiplied by
-    :math:`e^{M_{old} - M}`). For a row of at most ``tile`` columns this is the two-pass
-    computation (maximum, then exponentials) exactly. Memory: one tile and :math:`p + 1`
-    sums, whatever ``n``. The result of a row depends only on its data and ``tile``, not on
-    which thread computes it.
+    A row is processed in tiles of ``tile`` columns (:func:`fused_tile`), each held in the
+    core's first-level cache through its logits, maximum, exponentials and sums (an online
+    softmax: when a tile raises the running maximum :math:`M`, the sums so far are
+    multiplied by :math:`e^{M_{old} - M}`). For a row of at most ``tile`` columns this is
+    the two-pass computation (maximum, then exponentials) exactly. Memory: one tile and
+    :math:`p + 1` sums, whatever ``n``. The result of a row depends only on its data and
+    ``tile``, not on which thread computes it.
     """
     k, n = keys_t.shape
     p1 = values_t.shape[0]
@@ -302,11 +302,14 @@ def cache_sizes():
     return l1, l2
 
 
-def fused_tile():
-    """Columns of one tile of :func:`fused_rows`: the tile's float64 logits take half of the
-    first-level data cache, so that they stay there while the key and value rows stream
-    through the other half."""
-    return max(64, cache_sizes()[0] // 16)
+def fused_tile(inner, p):
+    """Columns of one tile of :func:`fused_rows` for logits of inner dimension ``inner`` and
+    ``p`` value coordinates: the tile's logits and the ``inner`` key rows and ``p + 1``
+    value rows it meets, :math:`8(\text{inner} + p + 2)` bytes a column, fill the core's
+    first-level data cache (:func:`cache_sizes`), so that the logits stay there through the
+    passes over them (``inner`` multiply-adds, the maximum, the exponential, ``p + 1`` sums).
+    At least 8 columns (a 64-byte cache line)."""
+    return max(8, cache_sizes()[0] // (8 * (inner + p + 2)))
 
 
 _blas = None
@@ -647,7 +650,7 @@ def _fused_average(queries, keys_t, values, logw, causal, out, threads=None):
     lw = np.empty(0) if logw is None else np.ascontiguousarray(logw, dtype=np.float64)
     queries = np.ascontiguousarray(queries, dtype=np.float64)
     row_max = np.empty(m)
-    tile = fused_tile()
+    tile = fused_tile(keys_t.shape[0], values.shape[1])
 
     def rows(start, stop):
         fused_rows(queries, keys_t, values_t, lw, causal, start, stop, out, row_max, tile)
