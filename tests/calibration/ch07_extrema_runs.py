@@ -44,13 +44,14 @@ def draw(seed):
     dev = max(abs(out[k][0][-1] / v - 1) for k, v in claimed.items())
     E_ker, X_ker = out["descent, D >= 0 singular"]
     ker_ok = (E_ker[-1] - 1 / (2 * beta4) >= -1e-13 and E_ker[0] >= E_ker[1] >= E_ker[2]
-              and np.abs(X_ker.mean(axis=0)).max() < 1e-9)
+              and np.abs(X_ker.mean(axis=0)).max() < 1e-6)
     uni_ok = out["descent, D = 2I"][0][-1] - E_sigma3 > 0
-    return dev, ker_ok, uni_ok
+    return dev, ker_ok, uni_ok, np.abs(X_ker.mean(axis=0)).max()
 
 
 res = Parallel(n_jobs=-1)(delayed(draw)(s) for s in range(DRAWS))
 dev = np.array([r[0] for r in res])
 print(f"{DRAWS} draws: {np.sum(dev >= 1e-5)} fail the 1e-5 agreement with the claimed extrema "
       f"(largest deviation {dev.max():.1e}); {sum(not r[1] for r in res)} fail case 4, "
-      f"{sum(not r[2] for r in res)} fail case 5")
+      f"{sum(not r[2] for r in res)} fail case 5; largest |mean| of the symmetric descent "
+      f"{max(r[3] for r in res):.1e} (asserted below 1e-6)")
