@@ -100,3 +100,50 @@ def test_bad_inputs_raise():
         bures.metric_speed(np.zeros(3), S, S)
     with pytest.raises(ValueError, match="b must"):
         bures.field_norm(S, np.zeros(3), np.zeros(2), S)
+
+
+def _softmax_case(seed, d=2):
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=d), _spd(rng, d, 0.3), 0.4 * rng.normal(size=(d, d)), \
+        rng.normal(size=(d, d))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_chord_and_length_defect_is_second_order_and_nonnegative(seed):
+    alpha, Sigma, A, V = _softmax_case(seed)
+    defects = []
+    for h in (4e-3, 2e-3, 1e-3):
+        c = bures.chord_and_length(G.softmax_rhs, alpha, Sigma, h, args=(A, V))
+        assert c.defect >= -c.rounding
+        assert c.length == pytest.approx(c.chord, rel=1e-3)
+        defects.append(c.defect)
+    # delta(h) = K h^2 + O(h^3): halving h divides it by about 4
+    assert 3.0 < defects[0] / defects[1] < 5.0
+
+
+def test_chord_and_length_rejects_wrong_speed_formulas():
+    alpha, Sigma, A, V = _softmax_case(3)
+    h, K = 1e-3, 5.0  # the bound delta <= K h^2 of the chapter
+
+    def non_symmetric(da, S, dS):  # S = dSigma Sigma^-1 / 2 instead of the Lyapunov solution
+        T = 0.5 * dS @ np.linalg.inv(S)
+        return float(np.sqrt(da @ da + np.trace(T @ S @ T.T)))
+
+    right = bures.chord_and_length(G.softmax_rhs, alpha, Sigma, h, args=(A, V))
+    assert -right.rounding <= right.defect <= K * h**2 + right.rounding
+    for wrong in (lambda *a: 1.001 * bures.metric_speed(*a), non_symmetric):
+        c = bures.chord_and_length(G.softmax_rhs, alpha, Sigma, h, args=(A, V), speed=wrong)
+        assert c.defect > K * h**2 + c.rounding
+    small = bures.chord_and_length(G.softmax_rhs, alpha, Sigma, h, args=(A, V),
+                                   speed=lambda *a: 0.999 * bures.metric_speed(*a))
+    assert small.defect < -small.rounding
+
+
+def test_chord_and_length_bad_inputs():
+    alpha, Sigma, A, V = _softmax_case(4)
+    with pytest.raises(ValueError, match="h"):
+        bures.chord_and_length(G.softmax_rhs, alpha, Sigma, -1.0, args=(A, V))
+    with pytest.raises(ValueError, match="speed"):
+        bures.chord_and_length(G.softmax_rhs, alpha, Sigma, 1e-3, args=(A, V), speed=3.0)
+    with pytest.raises(ValueError, match="move"):
+        bures.chord_and_length(G.softmax_rhs, alpha, Sigma, 1e-3, args=(0 * A, 0 * V))

@@ -581,3 +581,53 @@ def test_clustering_rank_draws_fix_neither_jobs_nor_backend(monkeypatch):
     monkeypatch.setattr(joblib.Parallel, "__init__", spy)
     G.clustering_rank_draws(3, 2, np.random.default_rng(1))
     assert seen == [((), {"n_jobs": None})]
+
+
+def _trajectory(times, Sigmas, status="finished"):
+    Sigmas = np.asarray(Sigmas, dtype=float)
+    return G.MomentTrajectory(np.asarray(times, float), np.zeros((len(times), Sigmas.shape[-1])),
+                              Sigmas, status, float(times[-1]), None, None, "")
+
+
+def test_read_limit_rank_on_closed_form_runs():
+    # V = I, A = -P: Sigma(t) = S0^1/2 (I + 2t N)^-1 S0^1/2; on ker P the compression converges
+    # to a full-rank matrix (rate 0), so the reading is d - rank P
+    rng = np.random.default_rng(21)
+    times = np.concatenate([[0.0], np.geomspace(1e-2, 1e8, 25)])
+    for d, r in ((3, 1), (4, 2), (5, 2)):
+        Q = rng.normal(size=(r, d))
+        W = rng.normal(size=(d, d))
+        P, S0 = Q.T @ Q, W @ W.T + 0.1 * np.eye(d)
+        run = _trajectory(times, G.softmax_identity_covariance(S0, -P, times))
+        reading = G.read_limit_rank(run, P)
+        assert reading.rank == d - r
+        assert np.all(np.abs(reading.rates) < 1e-3) and reading.margin > 0.03
+        assert reading.ratios[-1] == 1.0 and reading.ratios.shape == (d - r,)
+
+
+def test_read_limit_rank_moving_and_collapsing_eigenvalues():
+    # on ker P = span(e2, e3): one eigenvalue settled, one decaying like t^-p
+    P = np.diag([1.0, 0.0, 0.0])
+    times = np.concatenate([[0.0], np.geomspace(1e-2, 1e8, 25)])
+    for p, expected in ((0.0, 2), (1.0, 1), (0.3, None), (0.02, 2), (0.06, None)):
+        Sigmas = [np.diag([1.0 / (1 + t), 1.0, (1 + t) ** -p]) for t in times]
+        reading = G.read_limit_rank(_trajectory(times, Sigmas), P)
+        assert reading.rank == expected, (p, reading)
+        np.testing.assert_allclose(reading.rates, sorted([-p, 0.0]), atol=1e-12)
+        assert reading.margin == pytest.approx(min(0.04, abs(p - 0.04), abs(p - 0.9)), abs=1e-9)
+    # a run that stopped early reads the decade before its stop
+    Sigmas = [np.diag([1.0 / (1 + t), 1.0, 1.0 / (1 + t)]) for t in times[:12]]
+    assert G.read_limit_rank(_trajectory(times[:12], Sigmas, "converged"), P).rank == 1
+
+
+def test_read_limit_rank_bad_inputs():
+    run = _trajectory([0.0, 1.0], [np.eye(2), np.eye(2)])
+    with pytest.raises(ValueError, match="MomentTrajectory"):
+        G.read_limit_rank("run", np.eye(2))
+    with pytest.raises(ValueError, match="symmetric"):
+        G.read_limit_rank(run, np.array([[1.0, 1.0], [0.0, 1.0]]))
+    with pytest.raises(ValueError, match="semi-definite"):
+        G.read_limit_rank(run, -np.eye(2))
+    with pytest.raises(ValueError, match="settled < collapsing"):
+        G.read_limit_rank(run, np.diag([1.0, 0.0]), settled=0.5, collapsing=0.5)
+    assert G.read_limit_rank(run, np.eye(2)).rank == 0

@@ -82,3 +82,23 @@ def test_bad_inputs_raise():
         replicates.bonferroni_threshold(0, 5)
     with pytest.raises(ValueError, match="alpha"):
         replicates.bonferroni_threshold(3, 5, alpha=1.5)
+
+
+def test_chapter_design_rejects_a_wrong_constant():
+    # chapter 3's design: sizes 250 to 4000, 12 replicates, 5 components, threshold for 30
+    # comparisons at total false-alarm 1e-3; synthetic estimates with the chapter's noise level
+    # (relative error about 1.5 n^-1/2). A right-hand side off by 5% in one component, the
+    # alternative the text rules out (a wrong formula), is rejected every time; the right one
+    # never is
+    rng = np.random.default_rng(4)
+    ns, R = [250, 500, 1000, 2000, 4000], 12
+    theta = np.array([0.4, -0.3, 1.0, 0.2, 0.7])
+    sigma = 1.5 * np.abs(theta).max() * np.ones(5)
+    thr = replicates.bonferroni_threshold(30, len(ns) * R - 1, 1e-3)
+    wrong = theta + np.array([0.0, 0.0, 0.05, 0.0, 0.0])
+    rejected = accepted = 0
+    for _ in range(300):
+        s = _draw(rng, ns, R, theta, sigma)
+        rejected += replicates.pooled_z_scores(ns, s, wrong).z.max() > thr
+        accepted += replicates.pooled_z_scores(ns, s, theta).z.max() < thr
+    assert rejected == 300 and accepted == 300

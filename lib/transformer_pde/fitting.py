@@ -3,7 +3,9 @@ r"""Power-law fits on log-log data: :math:`y \approx C x^{p}`.
 Used by every chapter that checks a rate (the :math:`1/L` of the Euler scheme, the
 :math:`n^{-1/2}` of Monte Carlo, the :math:`\sqrt n` growth of Lipschitz constants), and, with
 replicated measurements (several sequences per length), the jackknife error of the exponent
-over the replicates.
+over the replicates. :func:`log_error_rate` fits the exponent of the typical size of random
+errors from every draw at once, with a standard error whose law is nearly Student's even when
+the errors themselves are heavy-tailed.
 """
 
 from typing import NamedTuple
@@ -11,7 +13,7 @@ from typing import NamedTuple
 import numpy as np
 
 __all__ = ["PowerLawFit", "fit_power_law", "JackknifeExponent", "jackknife_exponent",
-           "JackknifeDifference", "jackknife_difference"]
+           "JackknifeDifference", "jackknife_difference", "LogErrorRate", "log_error_rate"]
 
 
 class PowerLawFit(NamedTuple):
@@ -152,3 +154,68 @@ def jackknife_difference(first, second):
     S = delta.size
     stderr = float(np.sqrt((S - 1) / S * np.sum((delta - delta.mean()) ** 2)))
     return JackknifeDifference(float(second.exponent - first.exponent), stderr)
+
+
+class LogErrorRate(NamedTuple):
+    """Exponent of the typical size of random errors, its standard error and degrees of
+    freedom (see :func:`log_error_rate`)."""
+
+    exponent: float
+    stderr: float
+    dof: int
+
+    def z(self, exponent):
+        """Distance of the fitted exponent from ``exponent``, in standard errors."""
+        return (self.exponent - float(exponent)) / self.stderr
+
+
+def log_error_rate(sizes, squared_errors):
+    r"""Exponent :math:`p` of random errors :math:`\varepsilon_n \approx C n^{p}` from the
+    logarithms of every draw.
+
+    ``squared_errors[k]`` holds the squared errors :math:`e_{k1}, \dots, e_{kR_k}` of
+    independent draws at size :math:`n_k` (an array ``(K, R)`` or a list of arrays). The
+    least-squares line through all the points :math:`(\log n_k, \tfrac12 \log e_{kr})` has
+    slope :math:`\hat p`, with the usual standard error from its residuals,
+
+    .. math::
+
+        \widehat{\mathrm{se}}(\hat p) = \Big(\frac{\sum_{k,r} \hat u_{kr}^2 / (N - 2)}
+        {\sum_{k,r} (\log n_k - \overline{\log n})^2}\Big)^{1/2}, \qquad
+        N = \sum_k R_k .
+
+    If :math:`n_k e_{kr}` has the same law at every size (the central limit theorem's
+    :math:`\sqrt n` scaling of a Monte Carlo error), :math:`\hat p` estimates :math:`-1/2` and
+    :math:`(\hat p + 1/2)/\widehat{\mathrm{se}}` follows nearly a Student law with
+    :math:`N - 2` degrees of freedom: the logarithm turns a heavy-tailed squared error into a
+    variable with exponential tails, and with sizes placed symmetrically in
+    :math:`\log n` and equal :math:`R_k` the slope's skewness cancels at first order (its
+    weights :math:`\log n_k - \overline{\log n}` sum to zero with their cubes). The exponent
+    is that of the geometric mean of the errors, a typical draw, not of the root-mean-square
+    error (:func:`transformer_pde.gaussian.rms_error_rate`); both agree when the law of
+    :math:`n e` does not depend on :math:`n`. Used for the mean-field rate of the Transformer
+    PDE (Castin, Ablin, Carrillo and Peyré, 2025).
+
+    Returns a :class:`LogErrorRate` ``(exponent, stderr, dof)``.
+    """
+    n = np.asarray(sizes, dtype=np.float64)
+    if n.ndim != 1 or n.size < 2 or not np.all(np.isfinite(n)) or np.any(n <= 0):
+        raise ValueError(f"sizes must be a 1-D array of at least 2 positive sizes, got {sizes!r}")
+    if len(squared_errors) != n.size:
+        raise ValueError(f"squared_errors must hold one array of draws per size ({n.size}), "
+                         f"got {len(squared_errors)}")
+    errs = [np.asarray(e, dtype=np.float64).ravel() for e in squared_errors]
+    if any(e.size < 1 or not np.all(np.isfinite(e)) or np.any(e <= 0) for e in errs):
+        raise ValueError("squared_errors must be positive and finite, at least one draw a size")
+    x = np.concatenate([np.full(e.size, np.log(nk)) for nk, e in zip(n, errs, strict=True)])
+    y = 0.5 * np.log(np.concatenate(errs))
+    if np.ptp(x) == 0:
+        raise ValueError("sizes must take at least two distinct values")
+    if x.size < 3:
+        raise ValueError("need at least 3 draws in all for a standard error")
+    xc = x - x.mean()
+    slope = float(xc @ (y - y.mean()) / (xc @ xc))
+    resid = y - y.mean() - slope * xc
+    dof = x.size - 2
+    stderr = float(np.sqrt(resid @ resid / dof / (xc @ xc)))
+    return LogErrorRate(slope, stderr, int(dof))

@@ -32,6 +32,7 @@ Parameters follow :mod:`transformer_pde.attention`: ``A = K.T @ Q`` (``(d, d)``)
 """
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from joblib import Parallel, delayed
@@ -72,6 +73,8 @@ __all__ = [
     "l2_growth_rate_bound",
     "ClusteringDraw",
     "clustering_rank_draws",
+    "RankReading",
+    "read_limit_rank",
     "SYMMETRY_TOL",
     "PSD_TOL",
 ]
@@ -1118,3 +1121,78 @@ def clustering_rank_draws(d, n_draws, rng, *, V="identity", times=None, conv_tol
     settings = (times, conv_tol, rank_tol, rtol, atol)
     runs = Parallel(n_jobs=n_jobs)(delayed(_clustering_run)(*p, *settings) for p in problems)
     return [ClusteringDraw(run, P, Vd) for run, (P, Vd, _) in zip(runs, problems, strict=True)]
+
+
+class RankReading(NamedTuple):
+    r"""The rank of the limit of a clustering run, read on :math:`\ker P` (see
+    :func:`read_limit_rank`)."""
+
+    rank: int | None  # number of settled eigenvalues; None when one is still moving
+    ratios: np.ndarray  # eigenvalues of U^T Sigma U at the end, over the largest
+    rates: np.ndarray  # their d log / d log(1 + t) over the last decade of output times
+    margin: float  # smallest distance of a rate to a threshold
+
+
+def read_limit_rank(run, P, *, settled=0.04, collapsing=0.9):
+    r"""Read the rank of the limit of :math:`\Sigma(t)` from its compression to :math:`\ker P`.
+
+    For softmax attention with :math:`A_s = -P \preceq 0` and :math:`V` symmetric positive
+    definite (or :math:`V = I`), every limit point of :math:`\Sigma(t)` has its range in
+    :math:`\ker P` (the Lyapunov argument of the chapter on Gaussian initial data, for the
+    ODE of Castin et al., 2025), so its rank is that of its compression
+    :math:`C = U^\top\Sigma U`, :math:`U` an orthonormal basis of :math:`\ker P`
+    (:math:`d - \operatorname{rank}P` columns). With :math:`c_1 \le \dots \le c_m` the
+    eigenvalues of :math:`C` at the end of ``run`` (``t_stop``) and at the last output time
+    :math:`t_k` with :math:`1 + t_k \le (1 + t_{\text{stop}})/10`, the rate of
+    :math:`c_j` is :math:`\log(c_j(t_{\text{stop}})/c_j(t_k)) / \log\frac{1 + t_{\text{stop}}}
+    {1 + t_k}`. An eigenvalue converging to a positive limit has a rate near 0, one collapsing
+    like :math:`1/t` a rate near :math:`-1`. Each eigenvalue is *settled* (rate
+    :math:`\ge -\text{settled}`), *collapsing* (rate :math:`\le -\text{collapsing}`) or
+    *moving*; the reading is the number of settled eigenvalues, or ``None`` (unsettled) when
+    one is moving. ``margin`` is the smallest distance of a rate to the two thresholds: a
+    perturbation of the run that moves no rate by more than it (another CPU's rounding,
+    another step sequence) gives the same reading.
+
+    Parameters
+    ----------
+    run : MomentTrajectory
+        A run of :func:`integrate_moments` (any status), e.g. ``ClusteringDraw.run``.
+    P : array (d, d)
+        Symmetric positive semi-definite, with ``A_s = -P``; its numerical kernel (eigenvalues
+        below ``1e-10`` times the largest) is used.
+    settled, collapsing : float
+        The thresholds, ``0 < settled < collapsing``.
+
+    Returns
+    -------
+    RankReading
+    """
+    if not isinstance(run, MomentTrajectory):
+        raise ValueError("run must be a MomentTrajectory from integrate_moments")
+    d = run.Sigma.shape[-1]
+    P = _square(P, "P", d)
+    if np.linalg.norm(P - P.T) > SYMMETRY_TOL * max(np.linalg.norm(P), 1e-300):
+        raise ValueError("P must be symmetric")
+    settled = _checks.positive_float(settled, "settled")
+    collapsing = _checks.positive_float(collapsing, "collapsing")
+    if settled >= collapsing:
+        raise ValueError(f"need settled < collapsing, got {settled} and {collapsing}")
+    lam, U = np.linalg.eigh(0.5 * (P + P.T))
+    if lam[-1] < 0 or lam[0] < -1e-10 * max(lam[-1], 1e-300):
+        raise ValueError("P must be positive semi-definite")
+    kernel = U[:, lam <= 1e-10 * max(lam[-1], 1e-300)]
+    if kernel.shape[1] == 0:
+        return RankReading(0, np.zeros(0), np.zeros(0), np.inf)
+    t = run.times
+    k = int(np.searchsorted(1.0 + t, (1.0 + t[-1]) / 10.0, side="right")) - 1
+    k = max(k, 0)
+    tiny = np.finfo(float).tiny
+    c_end = np.clip(np.linalg.eigvalsh(kernel.T @ run.Sigma[-1] @ kernel), tiny, None)
+    c_ref = np.clip(np.linalg.eigvalsh(kernel.T @ run.Sigma[k] @ kernel), tiny, None)
+    span = np.log((1.0 + t[-1]) / (1.0 + t[k]))
+    rates = np.log(c_end / c_ref) / span if span > 0 else np.zeros_like(c_end)
+    is_settled = rates >= -settled
+    moving = ~is_settled & (rates > -collapsing)
+    margin = float(np.min(np.minimum(np.abs(rates + settled), np.abs(rates + collapsing))))
+    rank = None if np.any(moving) else int(np.sum(is_settled))
+    return RankReading(rank, c_end / c_end[-1], rates, margin)
