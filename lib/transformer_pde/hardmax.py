@@ -144,7 +144,7 @@ def hardmax_flow(Z0, A, times, *, margin=1e-9):
     return decay * Z0[None] + (1.0 - decay) * Z0[cell][None], cell.astype(int)
 
 
-def hardmax_deviation(W, times, P, target, lam, start, rows=None):
+def hardmax_deviation(W, times, P, target, lam, start, rows=None, *, accuracy=0.0):
     r"""How far a run is from the hardmax flow after ``times[start]``: measured and bounded.
 
     Let :math:`w_i` be linear coordinates of the tokens along which the dynamics reads
@@ -182,6 +182,10 @@ def hardmax_deviation(W, times, P, target, lam, start, rows=None):
         Index of :math:`t_0`.
     rows : int array, optional
         The tokens to measure (default: all); each must follow a leader, or be one.
+    accuracy : float
+        Relative accuracy of the computed coordinates (e.g. of the solver). The measured side
+        is then off by at most :math:`2\,accuracy\,(e^{\lambda(t - t_0)} S(t) + S(t_0))`,
+        :math:`S(s) = \max(1, \max_j |w_j(s)|)`, which is added to the bound.
 
     Returns
     -------
@@ -209,6 +213,7 @@ def hardmax_deviation(W, times, P, target, lam, start, rows=None):
     lam = float(lam)
     if not np.isfinite(lam):
         raise ValueError(f"lam must be finite, got {lam!r}")
+    accuracy = _checks.nonnegative_float(accuracy, "accuracy")
     start = int(start)
     if not 0 <= start < m:
         raise ValueError(f"start must be an index of times, got {start}")
@@ -224,6 +229,8 @@ def hardmax_deviation(W, times, P, target, lam, start, rows=None):
     steps = abs(lam) * h[:, None] * growth[:, None] * weight[:-1] * \
         (diam[:-1] * np.exp(2 * abs(lam) * h))[:, None]
     bound = np.vstack([np.zeros((1, n)), np.cumsum(steps, axis=0)])
+    size = np.maximum(1.0, np.linalg.norm(W, axis=2).max(axis=1))  # S(s)
+    bound += (2 * accuracy * (np.exp(lam * t) * size + size[0]))[:, None]
     leaders = target == np.arange(n)
     measured[:, leaders] = 0.0
     bound[:, leaders] = 0.0

@@ -3,7 +3,7 @@
 Replays the notebook's first cells (x against z for random A, V and for A = V = I to t = 20;
 A positive definite against A = I; logits times 10 against a later start; d = 1,
 (V, QK) = (1/2, 2) against (1, 1)) with SEED = s for s = START..START+SEEDS-1, and prints
-the failures and the largest gaps (bands 1e-8 and 1e-10).
+the failures and the largest gaps (bands 1e-9 of the scale, 1e-8 and 1e-10).
 Usage: python tests/calibration/ch04_reductions.py [seeds] [start]
 """
 
@@ -14,7 +14,7 @@ from _notebook import cell, run, setup
 NB = "04_clustering.ipynb"
 SEEDS = int(sys.argv[1]) if len(sys.argv) > 1 else 200
 START = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
-cells = [cell(NB, "gap_hardmax = np.max"), cell(NB, "assert gap_random < 1e-8"),
+cells = [cell(NB, "gap_hardmax = np.max"), cell(NB, "assert gap_random <"),
          cell(NB, "gap_spd = np.max"), cell(NB, "assert max(gap_spd")]
 failures = 0
 worst = dict.fromkeys(["gap_random", "gap_hardmax", "P_gap", "gap_spd", "gap_beta", "gap_1d"], 0.0)
