@@ -7,8 +7,10 @@ z_j\rangle`: as :math:`t` grows, token :math:`i` attends to the maximiser of
 :math:`j \mapsto \langle A z_i, z_j\rangle`. This module reads that *hardmax* structure off an
 attention matrix (:func:`attention_structure`), finds when a run has entered it for good
 (:func:`settling_index`), solves the hardmax flow in closed form (:func:`hardmax_flow`, after
-Alcalde, Geshkovski and Ruiz-Balet, *Attention's forward pass and Frank-Wolfe*, 2025), and
-bounds a posteriori how far the softmax dynamics is from it (:func:`hardmax_deviation`).
+Alcalde, Geshkovski and Ruiz-Balet, *Attention's forward pass and Frank-Wolfe*, 2025),
+bounds a posteriori how far the softmax dynamics is from it (:func:`hardmax_deviation`), and
+integrates runs until each has spent a given time in its hardmax phase
+(:func:`integrate_until_settled`): how long the soft phase lasts is decided by the draw.
 """
 
 import numpy as np
