@@ -5,9 +5,10 @@ chunks of queries from the second-level cache and the products' arithmetic inten
 (:func:`~transformer_pde._kernels.default_rows`), the tiles of the fused rows from the
 first-level cache (:func:`~transformer_pde._kernels.fused_tile`), and it shares rows between
 threads only when its own timing says that pays. Two rules are dimension thresholds: the
-fused pass for logits of inner dimension and values up to 16, and the float32 phase of
-``local_lipschitz`` from 128 tokens on. This script checks each choice against alternatives
-at the same sizes, each configuration **in its own process**, under
+fused pass for logits of inner dimension ``k`` and ``p`` value coordinates with
+``k + p <= 8``, and the float32 phase of ``local_lipschitz`` from 128 tokens on. This
+script checks each choice against alternatives at the same sizes, each configuration **in
+its own process**, under
 
 - ``native``: the CPU's own kernels;
 - ``haswell``: ``OPENBLAS_CORETYPE=Haswell`` (OpenBLAS's AVX2 kernels) and
@@ -24,9 +25,10 @@ process over the calls instead, on 1 CPU only: the work done, not the time waite
 
 1. ``chunks``: ``attention.softmax`` at d = 64 and 384 with ``chunk_size`` the default
    and 1/4, 1/2, 2 and 4 times it; reported as default time / best time.
-2. ``fused``: logits and values of dimension 4 to 48 at n = 4000, through the fused pass and
-   through chunks; reported as fused time / chunked time (below 1: the fused pass is faster).
-3. ``tile``: the fused pass at n = 16000, d = 2 and 16 with tiles of 1/4 to 4 times the
+2. ``fused``: logits and values of dimension k = 2 to 16 at n = 4000, through the fused pass
+   and through chunks; reported as fused time / chunked time (below 1: the fused pass is
+   faster).
+3. ``tile``: the fused pass at n = 16000, d = 2 and 4 with tiles of 1/4 to 4 times the
    default and whole rows; default time / best time.
 4. ``float32``: ``local_lipschitz`` (``tol=1e-6``, d = 384, Gaussian and clustered tokens of
    ``bench_lipschitz.py``) at n = 64 to 256 with the float32 phase and without; time with /
@@ -115,7 +117,7 @@ def fused(quick):
 
     n = 2000 if quick else 4000
     rows = []
-    for k in ((8, 24) if quick else (4, 8, 16, 24, 32, 48)):
+    for k in ((2, 8) if quick else (2, 3, 4, 5, 6, 8, 12, 16)):
         X, A, V = _problem(n, k, seed=k)
         AY, VX = X @ A.T, X @ V.T
 
@@ -128,7 +130,8 @@ def fused(quick):
         med = _interleaved({"fused": lambda run=run: run(True),
                             "chunks": lambda run=run: run(False)}, 3 if quick else 9)
         rows.append(dict(n=n, k=k, times=med, ratio=med["fused"] / med["chunks"],
-                         default="fused" if k <= _kernels._FUSED_MAX_INNER else "chunks"))
+                         default="fused" if 2 * k <= _kernels._FUSED_MAX_TERMS
+                         else "chunks"))
     return rows
 
 
@@ -146,7 +149,7 @@ def tile(quick):
     n = 4000 if quick else 16000
     original = _kernels.fused_tile
     rows = []
-    for d in (2, 16):
+    for d in (2, 4):
         X, A, V = _problem(n, d)
         default = _kernels.fused_tile(d, d)
         tiles = sorted({max(8, round(f * default)) for f in MULTIPLES} | {n})
@@ -244,7 +247,7 @@ def report(results, machine, clock):
     if "fused" in by:
         text.append("\n**Fused rows or chunks** (n = 4000, logits and values of dimension "
                     "k): fused time / chunked time; the library takes the fused pass for "
-                    "k ≤ 16.\n")
+                    "k + k ≤ 8.\n")
         rows = [[r["setting"], r["cpus"], x["k"], x["default"], _fmt_ratio(x["ratio"]),
                  f"{r['load']:.1f}"] for r in by["fused"] for x in r["rows"]]
         text.append(_common.markdown_table(["setting", "CPUs", "k", "library's choice",

@@ -510,13 +510,16 @@ def _spread_rows(rows, m, entries, threads=None):
 # chunks
 # --------------------------------------------------------------------------------------
 
-#: The fused pass (:func:`fused_rows`) serves logits of inner dimension up to this with
-#: values of dimension up to :data:`_FUSED_MAX_VALUES`: at most 33 multiply-adds per logit
-#: besides the exponential, whose cost (about 20 operations) they do not exceed by much; a
-#: block of logits through matrix products would cost more in memory traffic than it saves
-#: (see the performance appendix for the crossover measured on two CPU types).
-_FUSED_MAX_INNER = 16
-_FUSED_MAX_VALUES = 16
+#: The fused pass (:func:`fused_rows`) serves logits of inner dimension ``k`` with ``p`` value
+#: coordinates when ``k + p`` is at most this. Per logit it does ``k + p + 1`` multiply-adds
+#: in loops that the compiler vectorises but does not block, each operand read from the
+#: first-level cache; the chunked path does them in the BLAS's blocked products, 3 to 5
+#: times faster each, but moves every logit through a block in memory three more times
+#: (written by the product, exponentiated, read by the second product). The two costs
+#: cross where ``k + p`` is 8 to 11 on all three kernel settings measured on one CPU (the
+#: native AVX-512 kernels, and OpenBLAS's Haswell and Sandybridge kernels with Numba's
+#: generic target; ``benchmarks/check_tuning.py``): the lowest is kept.
+_FUSED_MAX_TERMS = 8
 
 
 def default_rows(n, inner, p=0):
@@ -555,9 +558,9 @@ class Plan:
     ``inner`` is the inner dimension of the logits' product, ``p`` that of the values.
     Two ways:
 
-    * **fused** (``inner <= 16``, ``p <= 16``, ``chunk_size`` not given): one compiled pass
-      per query row (:func:`fused_rows`), the rows shared between threads when that pays
-      (:func:`_spread_rows`);
+    * **fused** (``inner + p <= 8``, see :data:`_FUSED_MAX_TERMS`, and ``chunk_size`` not
+      given): one compiled pass per query row (:func:`fused_rows`), the rows shared
+      between threads when that pays (:func:`_spread_rows`);
     * **chunks** of :func:`default_rows` queries (or ``chunk_size``) in turn, the products
       on BLAS's threads, the exponentials in place (:func:`_chunks_average`).
 
@@ -568,8 +571,7 @@ class Plan:
         if chunk_size is not None:
             chunk_size = _checks.positive_int(chunk_size, "chunk_size")
         self.m, self.n, self.inner, self.p, self.chunk_size = m, n, inner, p, chunk_size
-        self.fused = (chunk_size is None and inner <= _FUSED_MAX_INNER
-                      and p <= _FUSED_MAX_VALUES)
+        self.fused = chunk_size is None and inner + p <= _FUSED_MAX_TERMS
 
     def bounds(self):
         """The chunks ``[start, stop)`` of the queries."""

@@ -124,10 +124,10 @@ class NormalOperator:
     def _work_arrays(self, d_in):
         """The work arrays of a product, views of one allocation that this operator and its
         :meth:`astype` copy share (their products never interleave). Separate arrays of a
-        few MiB each would cost a page fault per 4 KiB page when first written (about
-        1.5 microseconds each on a virtual machine with AMD EPYC (Zen 4) CPUs: a tenth of a
-        call at ``n = 512``); one allocation of at least 4 MiB is mapped by NumPy in huge
-        pages."""
+        few MiB each would cost a page fault per 4 KiB page when first written (1.5
+        microseconds each on one of the virtual machines of the performance appendix: a
+        tenth of a call at ``n = 512``); one allocation of at least 4 MiB is mapped by NumPy
+        in huge pages where the system allows it."""
         n, r, H = self.n, self.r, len(self.heads)
         specs = [("W", (n, n)), ("T", (n, n)), ("out", (n, r)), ("tmp", (n, r)),
                  ("G", (n, H * r)), ("grad", (n, d_in)), ("tmp_in", (n, d_in)),
@@ -356,7 +356,20 @@ def _structured_start(clin, n, d_in, gram, iters=30):
     return np.outer(u, x).ravel()
 
 
-#: Below this number of tokens every product is in float64 (float32 saves little there).
+#: Below this number of tokens every product is in float64. The threshold never decides the
+#: accuracy: whichever phase runs first, the returned value passes the float64 stopping test
+#: (with the same ``tol``). It decides how the products are split between the precisions.
+#: The float32 phase replaces float64 products by products of half the arithmetic and half
+#: the memory traffic, and adds a float64 product or two (the float64 phase restarts its
+#: Krylov space from the float32 Ritz vector) and the conversion of the operator's arrays,
+#: about one product's memory traffic. It pays when a float32 product costs clearly less
+#: than a float64 one, which needs the eight n x n x d matrix products of a product to
+#: dominate its fixed costs: at n = 128 and d = 384 they are 100 million multiply-adds, a
+#: few milliseconds at any BLAS's rate against tens of microseconds of fixed costs. Checked
+#: on three kernel settings (native AVX-512, OpenBLAS's Haswell and Sandybridge kernels) on
+#: one CPU, on Gaussian and clustered tokens at n = 64 to 256 (``benchmarks/check_tuning.py``,
+#: the performance appendix). Kept at 128 so that product counts and values of every
+#: stored result stay those of the earlier code.
 _MIXED_PRECISION_MIN_TOKENS = 128
 #: Weight of the token matrix X (the direction that scales every token) in the start vector.
 _START_WEIGHT_X = 1.0
