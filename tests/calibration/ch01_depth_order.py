@@ -26,8 +26,7 @@ GAUSSIAN = len(sys.argv) > 2 and sys.argv[2] == "gaussian"
 COMPUTE = "def residual_transformer"
 ASSERT = "the limit is X(T)"
 BOUNDED = ("X0 = rng.uniform(-2.0, 2.0, size=(n, d))\n",
-           "A0, A1, V0, V1 = (0.5 * M / np.linalg.norm(M, 2) "
-           "for M in rng.normal(size=(4, d, d)))\n")
+           "A0, A1, V0, V1 = (0.5 * g / np.linalg.norm(g, 2) for g in G)\n")
 
 
 def gaussian_law(factor):
@@ -37,7 +36,7 @@ def gaussian_law(factor):
         if line not in source:
             raise LookupError(f"the draw line {line!r} is not in the computation cell")
     source = source.replace(BOUNDED[0], "X0 = rng.normal(size=(n, d))\n").replace(
-        BOUNDED[1], "A0, A1, V0, V1 = rng.normal(scale=0.5, size=(4, d, d))\n"
+        BOUNDED[1], "A0, A1, V0, V1 = 0.5 * G  # N(0, 1/4) entries\n"
                     f"V0, V1 = {factor!r} * V0, {factor!r} * V1\n")
     return compile(source, f"{NOTEBOOK}: Gaussian law x {factor}", "exec")
 
