@@ -130,7 +130,7 @@ def median_pair_band(betas, n, d, T, h, *, sigmas=5.0, model="sa", threshold=1 -
     equiangular times from :math:`\rho_0 = c` minus one layer and from :math:`\rho_0 = -c`
     plus one layer, for each ``beta`` (``nan`` where the level is not reached by time ``T``).
     The first-order argument neglects the spread of the initial inner products, whose effect
-    grows with :math:`\beta` (chapter 7 restricts the check to :math:`\beta \le 6` at
+    grows with :math:`\beta` (chapter 7 restricts the check to :math:`\beta \le 5` at
     :math:`n = 32`, :math:`d = 1024`). Derived in chapter 7.
     """
     b = np.asarray(betas, dtype=np.float64)
