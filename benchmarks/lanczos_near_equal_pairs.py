@@ -103,7 +103,7 @@ def example_table(found):
                 res.matvecs]
 
     return markdown_table(
-        ["", "value", "relative error", "products"],
+        ["", "value", "below the largest (relative)", "products"],
         [["largest singular value (dense SVD)", f"{s1:.6f}", "", ""],
          ["second singular value (dense SVD)", f"{s2:.6f}", f"{(s1 - s2) / s1:.1e}", ""],
          row("`local_lipschitz`, `tol=1e-4`", found["loose"]),
