@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from scipy import integrate, special
 from transformer_pde import attention, meanfield
+from transformer_pde import gaussian as G
 
 ALPHA = np.array([0.5, -0.3])
 SIGMA = np.array([[0.5, 0.2], [0.2, 0.3]])
@@ -334,3 +335,49 @@ def test_field_error_variance_one_dimension(a, m, s2, v):
     got = meanfield.field_error_variance([[a]], [[v]], [m], [[s2]])
     assert got == pytest.approx(ref, rel=1e-7)
     assert meanfield.field_error_variance([[1.0 / s2]], [[v]], [m], [[s2]]) == np.inf
+
+
+RATE_SIZES, RATE_DRAWS = np.array([100, 200, 400, 800]), np.array([1600, 800, 400, 200])
+
+
+def _scaled_errors(rng, p, c=0.7, tail=8.0):
+    """Chapter 2's design: squared errors c n^(2p) Z, Z of mean 1, a chi^2_3 times a Pareto
+    factor (tail index `tail`, the heavy tail of the softmax weights)."""
+    out = []
+    for n, R in zip(RATE_SIZES, RATE_DRAWS, strict=True):
+        Z = rng.chisquare(3, R) / 3 * (1 + rng.pareto(tail, R)) * (tail - 1) / tail
+        out.append(c * n ** (2.0 * p) * Z)
+    return out
+
+
+def test_scaled_error_test_against_direct_computation():
+    rng = np.random.default_rng(12)
+    errs = _scaled_errors(rng, -0.5)
+    t = meanfield.scaled_error_test(RATE_SIZES, errs, 0.7 / 100 * 100)
+    scaled = [n * e.mean() for n, e in zip(RATE_SIZES, errs, strict=True)]
+    ses = [n * e.std(ddof=1) / np.sqrt(e.size) for n, e in zip(RATE_SIZES, errs, strict=True)]
+    assert t.scaled_mean == pytest.approx(np.mean(scaled), rel=1e-12)
+    assert t.stderr == pytest.approx(np.sqrt(np.sum(np.square(ses))) / 4, rel=1e-12)
+    assert t.z_limit == pytest.approx((t.scaled_mean - 0.7) / t.stderr, rel=1e-12)
+    fit = G.rms_error_rate(RATE_SIZES, np.array([e[:200] for e in errs]))
+    assert (t.exponent, t.exponent_stderr) == pytest.approx((fit.exponent, fit.stderr), rel=1e-12)
+    assert t.z_rate == pytest.approx((fit.exponent + 0.5) / fit.stderr, rel=1e-12)
+    assert np.isnan(meanfield.scaled_error_test(RATE_SIZES, errs, np.inf).z_limit)
+    with pytest.raises(ValueError, match="limit"):
+        meanfield.scaled_error_test(RATE_SIZES, errs, -1.0)
+
+
+def test_scaled_error_test_rejects_a_wrong_rate_and_a_wrong_constant():
+    # chapter 2's assertions at rho = 0.25: |z_limit| < 5 and |z_rate| < 5. On synthetic errors
+    # with the chapter's sizes and draws, the right rate and constant pass every time; errors
+    # decaying like n^-0.3, or a linearised limit 25% too large or too small, fail every time
+    rng = np.random.default_rng(13)
+    for _ in range(200):
+        right = meanfield.scaled_error_test(RATE_SIZES, _scaled_errors(rng, -0.5), 0.7)
+        assert abs(right.z_limit) < 5 and abs(right.z_rate) < 5
+        slow = meanfield.scaled_error_test(RATE_SIZES, _scaled_errors(rng, -0.3, 0.7 * 100**0.4),
+                                           0.7)
+        assert abs(slow.z_rate) >= 5
+        errs = _scaled_errors(rng, -0.5)
+        for factor in (1.25, 0.8):
+            assert abs(meanfield.scaled_error_test(RATE_SIZES, errs, 0.7 * factor).z_limit) >= 5

@@ -199,6 +199,22 @@ def test_support_radius_and_cumulative_integral():
         stability.support_radius(np.ones((2, 2)))
 
 
+def test_smallest_distance_and_identity_coupling():
+    rng = np.random.default_rng(11)
+    X = rng.uniform(-1, 1, size=(12, 2))
+    gap = stability.smallest_distance(X)
+    ref = min(np.linalg.norm(X[i] - X[j]) for i in range(12) for j in range(i))
+    assert gap == pytest.approx(ref, rel=1e-15)
+    # moving every token by less than half of it keeps the identity coupling optimal
+    step = rng.normal(size=X.shape)
+    Y = X + 0.49 * gap * step / np.linalg.norm(step, axis=1).max()
+    for p in (1, 2):
+        identity = np.mean(np.linalg.norm(X - Y, axis=1) ** p) ** (1 / p)
+        assert transport.wasserstein(X, Y, p=p) == pytest.approx(identity, rel=1e-9)
+    with pytest.raises(ValueError, match="at least 2"):
+        stability.smallest_distance(X[:1])
+
+
 @pytest.mark.parametrize("p", [1, 2])
 def test_log_gronwall_constant_against_quadrature(p):
     # constant A, V: R(t) = R0 e^{vt}, log C_p(T) = int_0^T L_p(a, v, R0 e^{vs}) ds

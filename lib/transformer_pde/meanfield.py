@@ -36,7 +36,7 @@ from .gaussian import _check_moments, psd_sqrt
 __all__ = ["interaction_strength", "softmax_weight_second_moment",
            "normalised_weight_second_moment", "key_projection_second_moment",
            "weight_tail_exponents", "meanfield_errors", "local_rms_slopes",
-           "ErrorSummary", "error_summary",
+           "ErrorSummary", "error_summary", "ScaledErrorTest", "scaled_error_test",
            "covariance_rate_influence", "covariance_rate_variance", "field_error_variance"]
 
 
@@ -442,6 +442,57 @@ def error_summary(sizes, squared_errors):
         n * med,
         np.array(top),
         np.array([e.max() for e in errs]) / np.where(med > 0, med, np.nan))
+
+
+class ScaledErrorTest(NamedTuple):
+    r"""The two statistics of :func:`scaled_error_test`."""
+
+    scaled_mean: float  # mean over the sizes of n times the mean-square error
+    stderr: float  # its standard error, from the spread of the draws
+    z_limit: float  # (scaled_mean - limit) / stderr; nan for an infinite limit
+    exponent: float  # fitted exponent of the root-mean-square error
+    exponent_stderr: float  # its standard error (rms_error_rate)
+    z_rate: float  # (exponent + 1/2) / exponent_stderr
+
+
+def scaled_error_test(sizes, squared_errors, limit):
+    r"""Is :math:`n\,\mathbb E\,e_n` flat at its linearised limit? Two distances in standard
+    errors.
+
+    For draws :math:`e_{k1}, \dots, e_{kR_k}` of a squared error at sizes :math:`n_k`:
+
+    - the mean over the :math:`K` sizes of :math:`n_k\bar e_k` against ``limit``,
+      :math:`z_{\text{limit}} = (\frac1K\sum_k n_k\bar e_k - \text{limit}) / s`,
+      :math:`s = \frac1K(\sum_k s_k^2)^{1/2}` with :math:`s_k` the standard error of
+      :math:`n_k\bar e_k` from the draws (:func:`error_summary`): a wrong constant (the limit
+      of the delta method, :func:`covariance_rate_variance` or :func:`field_error_variance`,
+      off by a factor) moves :math:`z_{\text{limit}}`;
+    - the exponent :math:`p` of the root-mean-square error fitted on the first
+      :math:`\min_k R_k` draws of every size (:func:`transformer_pde.gaussian.rms_error_rate`,
+      standard error from the spread of the draws) against :math:`-1/2`,
+      :math:`z_{\text{rate}} = (p + 1/2)/\operatorname{se}(p)`: a rate
+      :math:`n^{-0.3}` instead of the Monte Carlo rate :math:`n^{-1/2}` of the mean-field
+      limit of Castin, Ablin, Carrillo and Peyré (2025) moves it.
+
+    Both statistics are nearly Gaussian when the squared errors have light enough tails; with
+    heavy tails their left tails are longer (a run without its rare large draws has a low
+    mean and a small standard error), which a wider band accounts for. Returns a
+    :class:`ScaledErrorTest`.
+    """
+    from .gaussian import rms_error_rate
+
+    n, errs = _squared_errors(sizes, squared_errors)
+    summary = error_summary(n, errs)
+    mean = float(summary.scaled_mean.mean())
+    se = float(np.sqrt(np.sum(summary.scaled_stderr**2)) / n.size)
+    limit = float(limit)
+    if np.isnan(limit) or limit <= 0:
+        raise ValueError(f"limit must be positive (or inf), got {limit}")
+    z_limit = (mean - limit) / se if np.isfinite(limit) else float("nan")
+    R = min(e.size for e in errs)
+    fit = rms_error_rate(n, np.array([e[:R] for e in errs]))
+    return ScaledErrorTest(mean, se, float(z_limit), fit.exponent, fit.stderr,
+                           float((fit.exponent + 0.5) / fit.stderr))
 
 
 def covariance_rate_influence(A, V, alpha, Sigma, Y):

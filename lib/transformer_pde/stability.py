@@ -21,7 +21,7 @@ from scipy.integrate import solve_ivp
 from . import _checks, attention, lipschitz
 
 __all__ = ["gronwall_rate", "flow_jacobian", "heads_growth_rate", "support_radius",
-           "cumulative_integral", "log_gronwall_constant", "l1_l2_norm"]
+           "smallest_distance", "cumulative_integral", "log_gronwall_constant", "l1_l2_norm"]
 
 
 def gronwall_rate(a, v, R, p):
@@ -169,6 +169,24 @@ def support_radius(trajectory):
     if traj.ndim != 3 or not np.all(np.isfinite(traj)):
         raise ValueError(f"trajectory must be a finite array (m, n, d), got shape {traj.shape}")
     return np.linalg.norm(traj, axis=-1).max(axis=-1)
+
+
+def smallest_distance(X):
+    r"""Smallest distance :math:`\min_{i < j} |x_i - x_j|` between the tokens ``X`` ``(n, d)``.
+
+    When every token of :math:`\mu = \frac1n\sum_i\delta_{x_i}` moves by less than half of it,
+    to :math:`y_i`, the identity coupling is optimal for :math:`W_p(\mu, \nu)`,
+    :math:`\nu = \frac1n\sum_i\delta_{y_i}`, :math:`p \ge 1`: any other permutation
+    :math:`\sigma` pairs some :math:`x_i` with :math:`y_{\sigma(i)}`, :math:`\sigma(i) \ne i`, at
+    distance at least :math:`|x_i - x_{\sigma(i)}| - |x_{\sigma(i)} - y_{\sigma(i)}|`, more than
+    half of it. Used to keep perturbations in the regime of the stability constants of
+    Castin, Ablin, Carrillo and Peyré (2025) where :math:`W_p` is the norm of the displacement.
+    """
+    X = _checks.points(X, "X")
+    if X.shape[0] < 2:
+        raise ValueError(f"X must hold at least 2 tokens, got {X.shape[0]}")
+    gaps = np.linalg.norm(X[:, None, :] - X[None, :, :], axis=-1)
+    return float(gaps[np.triu_indices(X.shape[0], 1)].min())
 
 
 _GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(10)
