@@ -117,7 +117,7 @@ def repeats_at(n, repeats, n_max):
     return max(repeats, round(repeats * (n_max / n) ** 0.5 * 0.75))
 
 
-def side(name, n, d, repeats):
+def side(name, n, d, repeats, clock="wall"):
     """In the side's own process: an untimed call, ``repeats`` timed calls, then the check
     of the untimed call's output; returns the times, the threads used and the error."""
     X, A, V = problem(n, d)
@@ -145,7 +145,7 @@ def side(name, n, d, repeats):
         fn = floor_products(X, A, V)
         threads = max(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas")
     out = fn()
-    times = _common.timed(fn, repeats)
+    times = _common.timed(fn, repeats, clock)
     error = None
     if out is not None:  # checked after timing: the reference's products would compete
         rows = np.random.default_rng(2).choice(n, size=min(CHECK_ROWS, n), replace=False)
@@ -154,14 +154,15 @@ def side(name, n, d, repeats):
     return dict(times=times, cpus=cpus, threads=threads, error=error)
 
 
-def measure(n, d, cpus, repeats, rounds):
+def measure(n, d, cpus, repeats, rounds, clock="wall"):
     """The three sides at ``(n, d)`` on ``cpus`` CPUs, each in its own process."""
     row = dict(n=n, d=d, cpus=cpus, repeats=repeats * rounds)
     times = {name: [] for name in SIDES}
     for _ in range(rounds):
         for name in SIDES:
             res = _common.run_side(Path(__file__), ["--side", name, "--n", n, "--d", d,
-                                                    "--repeats", repeats], CPU_LISTS[cpus])
+                                                    "--repeats", repeats, "--clock", clock],
+                                   CPU_LISTS[cpus])
             assert res["cpus"] == cpus, (name, res)
             times[name] += res["times"]
             row[f"threads_{name}"] = res["threads"]
@@ -354,12 +355,15 @@ def main():
                         help="re-measure only --ns x --ds (both CPU counts) and keep the other "
                              "rows of book/generated/bench_attention.json")
     parser.add_argument("--no-write", action="store_true", help="do not write book/generated")
+    parser.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                        help="cpu: processor time, with --cpus 1 and --no-write only (a "
+                             "machine shared with other work)")
     parser.add_argument("--side", choices=SIDES, help=argparse.SUPPRESS)
     parser.add_argument("--n", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--d", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.side:  # a side's own process
-        print(json.dumps(side(args.side, args.n, args.d, args.repeats)))
+        print(json.dumps(side(args.side, args.n, args.d, args.repeats, args.clock)))
         return
     if len(os.sched_getaffinity(0)) < max(args.cpus):
         sys.exit(f"bench_attention: {max(args.cpus)} CPUs needed, this process may use "
@@ -372,7 +376,9 @@ def main():
         ns, ds, n_mem = args.ns, args.ds, 100_000
     machine = _common.machine_line(torch)
     print(machine)
-    rows = [measure(n, d, cpus, repeats_at(n, args.repeats, 16000), args.rounds)
+    if args.clock == "cpu" and (args.cpus != [1] or not args.no_write):
+        parser.error("--clock cpu needs --cpus 1 and --no-write")
+    rows = [measure(n, d, cpus, repeats_at(n, args.repeats, 16000), args.rounds, args.clock)
             for cpus in sorted(args.cpus) for n in ns for d in ds]
     saved = _common.GENERATED / "bench_attention.json"
     if args.merge and saved.exists():
