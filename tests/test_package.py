@@ -60,3 +60,85 @@ def test_public_names_of_attention_are_typed_and_tuning_constants_private():
         assert sig.return_annotation is not inspect.Signature.empty, name
         for p in sig.parameters.values():
             assert p.annotation is not inspect.Parameter.empty, (name, p.name)
+
+
+PACKAGE = ROOT / "lib" / "transformer_pde"
+
+
+def _module_name(path):
+    """``transformer_pde.a.b`` of a file under the package (``__init__`` names the package)."""
+    parts = ("transformer_pde", *path.relative_to(PACKAGE).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_public(module):
+    return not any(part.startswith("_") for part in module.split("."))
+
+
+def _is_module(module):
+    path = PACKAGE.joinpath(*module.split(".")[1:])
+    return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
+
+
+def private_imports(source, module, is_package=False):
+    """``(line, text)`` of every private name that ``module`` imports from another public
+    module of the package: ``from .x import _y``, ``from . import x`` then ``x._y``, also
+    inside functions."""
+    import ast
+
+    tree = ast.parse(source)
+    package = module if is_package else module.rpartition(".")[0]
+    found, aliases = [], {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                target = f"{base}.{node.module}" if node.module else base
+            else:
+                target = node.module or ""
+            if not target.startswith("transformer_pde"):
+                continue
+            for a in node.names:
+                full = f"{target}.{a.name}"
+                if _is_module(full):
+                    if _is_public(full):
+                        aliases[a.asname or a.name] = full
+                elif a.name.startswith("_") and _is_public(target) and target != module:
+                    found.append((node.lineno, f"from {target} import {a.name}"))
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("transformer_pde.") and _is_public(a.name):
+                    aliases[a.asname or a.name] = a.name
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.value.id in aliases and node.attr.startswith("_")
+                and not node.attr.startswith("__") and aliases[node.value.id] != module):
+            found.append((node.lineno, f"{aliases[node.value.id]}.{node.attr}"))
+    return found
+
+
+def test_the_private_import_check_finds_each_form():
+    src = ("from .sphere import _beta, normalise\n"
+           "from . import draws as _draws, _checks\n"
+           "def f(seed):\n"
+           "    from .meanfield import _gaussian\n"
+           "    from .. import _linalg\n"
+           "    return _draws._key(seed), _checks.points, _linalg.exponential\n")
+    found = [text for _, text in private_imports(src, "transformer_pde.variants")]
+    assert found == ["from transformer_pde.sphere import _beta",
+                     "from transformer_pde.meanfield import _gaussian",
+                     "transformer_pde.draws._key"]
+    # a module of a subpackage: '..' is the package; a private module is fine
+    assert private_imports("from .. import _checks\nfrom ..sphere import _model\n",
+                           "transformer_pde.gaussian.formulas") == [
+        (2, "from transformer_pde.sphere import _model")]
+
+
+def test_no_public_module_imports_a_private_name_of_another():
+    files = [p for p in PACKAGE.rglob("*.py")
+             if _is_public(_module_name(p)) and "__pycache__" not in p.parts]
+    assert len(files) > 30
+    bad = {str(p.relative_to(PACKAGE)): found for p in files
+           if (found := private_imports(p.read_text(), _module_name(p),
+                                        p.name == "__init__.py"))}
+    assert not bad, bad

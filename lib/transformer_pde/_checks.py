@@ -8,6 +8,12 @@ import numpy as np
 
 WEIGHT_SUM_TOL = 1e-9
 
+#: Relative tolerance on :math:`\|\Sigma - \Sigma^\top\|_F / \|\Sigma\|_F` for a valid covariance.
+SYMMETRY_TOL = 1e-10
+#: Relative tolerance on the smallest eigenvalue:
+#: :math:`\lambda_{\min} \ge -\text{tol}\,\|\Sigma\|_F`.
+PSD_TOL = 1e-10
+
 
 def real_array(x, name):
     """``x`` as a float64 array; ``ValueError`` naming ``name`` if it is complex or not
@@ -163,3 +169,65 @@ def finite_float(x, name):
 def nonnegative_float(x, name):
     """A finite float ``>= 0`` (a tolerance, a radius)."""
     return float_at_least(x, name, 0.0, "non-negative number")
+
+
+def moments(alpha, Sigma, alpha_name="alpha", Sigma_name="Sigma"):
+    """A mean ``(d,)`` and a symmetric positive semi-definite covariance ``(d, d)`` (within
+    :data:`SYMMETRY_TOL` and :data:`PSD_TOL`), as float arrays; ``Sigma`` is returned
+    symmetrised."""
+    alpha = real_array(alpha, alpha_name)
+    if alpha.ndim != 1 or alpha.size < 1:
+        raise ValueError(f"{alpha_name} must be a 1-D array of shape (d,), got shape {alpha.shape}")
+    if not np.all(np.isfinite(alpha)):
+        raise ValueError(f"{alpha_name} contains non-finite values (NaN or inf)")
+    d = alpha.size
+    Sigma = matrix(Sigma, Sigma_name, shape=(d, d))
+    scale = max(np.linalg.norm(Sigma), np.finfo(float).tiny)
+    if np.linalg.norm(Sigma - Sigma.T) > SYMMETRY_TOL * scale:
+        raise ValueError(f"{Sigma_name} must be symmetric (a covariance matrix), got "
+                         f"|Sigma - Sigma.T|_F = {np.linalg.norm(Sigma - Sigma.T):.3g}")
+    Sigma = 0.5 * (Sigma + Sigma.T)
+    lam_min = np.linalg.eigvalsh(Sigma)[0]
+    if lam_min < -PSD_TOL * scale:
+        raise ValueError(f"{Sigma_name} must be positive semi-definite (a covariance matrix), "
+                         f"got smallest eigenvalue {lam_min:.3g}")
+    return alpha, Sigma
+
+
+def gaussian(alpha, Sigma):
+    """A mean ``(d,)`` and a symmetric positive *definite* covariance ``(d, d)``."""
+    alpha, Sigma = moments(alpha, Sigma)
+    if np.linalg.eigvalsh(Sigma)[0] <= 0:
+        raise ValueError("Sigma must be positive definite")
+    return alpha, Sigma
+
+
+def seed_key(seed):
+    """A seed as a list of non-negative ints (one int or a 1-D sequence of them)."""
+    key = [int(s) for s in np.atleast_1d(np.asarray(seed))]
+    if not key or any(s < 0 for s in key) or np.ndim(seed) > 1:
+        raise ValueError(f"seed must be a non-negative int or a 1-D sequence of them, got {seed!r}")
+    return key
+
+
+def points_and_hull(points_, hull_points):
+    """``(points, hull_points)`` as points with the same number of columns."""
+    Y = points(points_, "points")
+    H = points(hull_points, "hull_points")
+    if Y.shape[1] != H.shape[1]:
+        raise ValueError(f"points must have d = {H.shape[1]} columns like hull_points, "
+                         f"got shape {Y.shape}")
+    return Y, H
+
+
+def increasing_times(times, name="times"):
+    """A finite, strictly increasing 1-D float array with at least two entries."""
+    t = real_array(times, name)
+    if t.ndim != 1 or t.size < 2:
+        raise ValueError(f"{name} must be a 1-D array with at least two entries, "
+                         f"got shape {t.shape}")
+    if not np.all(np.isfinite(t)):
+        raise ValueError(f"{name} contains non-finite values")
+    if np.any(np.diff(t) <= 0):
+        raise ValueError(f"{name} must be strictly increasing")
+    return t

@@ -30,7 +30,8 @@ import numpy as np
 from scipy.linalg import solve_continuous_lyapunov
 
 from . import _checks
-from .gaussian import _check_moments, integrate_moments, psd_sqrt
+from ._linalg import psd_sqrt
+from .gaussian import integrate_moments
 
 __all__ = ["wasserstein2", "tangent_matrix", "metric_speed", "field_norm", "ChordAndLength",
            "chord_and_length"]
@@ -47,8 +48,8 @@ def wasserstein2(alpha1, Sigma1, alpha2, Sigma2):
     (Takatsu, 2011; Bhatia, Jain and Lim, 2019). Covariances may be singular. Returns
     :math:`W_2` (the square root, clipped at 0 against rounding).
     """
-    alpha1, Sigma1 = _check_moments(alpha1, Sigma1, "alpha1", "Sigma1")
-    alpha2, Sigma2 = _check_moments(alpha2, Sigma2, "alpha2", "Sigma2")
+    alpha1, Sigma1 = _checks.moments(alpha1, Sigma1, "alpha1", "Sigma1")
+    alpha2, Sigma2 = _checks.moments(alpha2, Sigma2, "alpha2", "Sigma2")
     if alpha1.shape != alpha2.shape:
         raise ValueError(f"alpha1 and alpha2 must have the same shape, got {alpha1.shape} "
                          f"and {alpha2.shape}")
@@ -68,7 +69,7 @@ def tangent_matrix(Sigma, dSigma):
     :math:`\dot\Sigma` in the Bures–Wasserstein geometry (Takatsu, 2011). Solved with
     :func:`scipy.linalg.solve_continuous_lyapunov`.
     """
-    _, Sigma = _check_moments(np.zeros(np.shape(Sigma)[0]), Sigma)
+    _, Sigma = _checks.moments(np.zeros(np.shape(Sigma)[0]), Sigma)
     d = Sigma.shape[0]
     dSigma = _checks.matrix(dSigma, "dSigma", shape=(d, d))
     if np.linalg.norm(dSigma - dSigma.T) > 1e-10 * max(np.linalg.norm(dSigma), 1e-300):
@@ -113,7 +114,7 @@ def field_norm(M, b, alpha, Sigma):
     metric speed :func:`metric_speed` of the solution, with equality iff :math:`M` is
     symmetric (then :math:`M` is the tangent matrix).
     """
-    alpha, Sigma = _check_moments(alpha, Sigma)
+    alpha, Sigma = _checks.moments(alpha, Sigma)
     d = alpha.size
     M = _checks.matrix(M, "M", shape=(d, d))
     b = np.asarray(b, dtype=np.float64)
@@ -165,7 +166,7 @@ def chord_and_length(rhs, alpha, Sigma, h, *, args=(), speed=metric_speed, nodes
 
     Returns a :class:`ChordAndLength`.
     """
-    alpha, Sigma = _check_moments(alpha, Sigma)
+    alpha, Sigma = _checks.moments(alpha, Sigma)
     h = _checks.positive_float(h, "h")
     nodes = _checks.positive_int(nodes, "nodes")
     if not callable(speed):

@@ -17,8 +17,7 @@ from scipy.sparse.csgraph import connected_components
 from scipy.spatial import ConvexHull
 from scipy.spatial.distance import cdist
 
-from . import _checks, attention, dynamics
-from .dynamics import _exponential
+from . import _checks, _linalg, attention, dynamics
 
 __all__ = [
     "group",
@@ -155,16 +154,6 @@ def hull_volume(points, *, rtol=1e-10):
     return float(ConvexHull(P).volume)
 
 
-def _points_and_hull(points, hull_points):
-    """Validated ``(points, hull_points)`` with the same number of columns."""
-    Y = _checks.points(points, "points")
-    H = _checks.points(hull_points, "hull_points")
-    if Y.shape[1] != H.shape[1]:
-        raise ValueError(f"points must have d = {H.shape[1]} columns like hull_points, "
-                         f"got shape {Y.shape}")
-    return Y, H
-
-
 def in_hull(points, hull_points, *, tol=1e-10):
     r"""Whether each of ``points`` lies in :math:`\operatorname{conv}\{q_k\}` of ``hull_points``.
 
@@ -177,7 +166,7 @@ def in_hull(points, hull_points, *, tol=1e-10):
     -------
     bool array (m,)
     """
-    Y, H = _points_and_hull(points, hull_points)
+    Y, H = _checks.points_and_hull(points, hull_points)
     tol = _checks.nonnegative_float(tol, "tol")
     origin, basis = affine_frame(H)
     Yc, Hc = Y - origin, H - origin
@@ -215,7 +204,7 @@ def rescaled_attention_matrix(Z, t, A, V):
         raise ValueError(f"t must be finite, got {t!r}")
     A = _checks.matrix(A, "A", shape=(d, d))
     V = _checks.matrix(V, "V", shape=(d, d))
-    E = _exponential(V)(t)
+    E = _linalg.exponential(V)(t)
     return attention.softmax_matrix(Z, E.T @ A @ E)
 
 
@@ -257,7 +246,7 @@ def integrate_draws(Z0, times, A, V, *, method="DOP853", rtol=1e-10, atol=1e-12)
     k, n, d = Z0.shape
     A = _checks.matrix(A, "A", shape=(d, d))
     V = _checks.matrix(V, "V", shape=(d, d))
-    exp_V = _exponential(V)
+    exp_V = _linalg.exponential(V)
 
     def field(t, Z):
         Zr = Z.reshape(k, n, d)
@@ -312,7 +301,7 @@ def scripts_scheme(Z0, times, A, V):
     t = np.asarray(times, dtype=np.float64)
     if t.ndim != 1 or t.size < 1 or not np.all(np.isfinite(t)) or np.any(np.diff(t) <= 0):
         raise ValueError("times must be a finite, strictly increasing 1-D array")
-    exp_V = _exponential(V)
+    exp_V = _linalg.exponential(V)
     traj = np.empty((t.size, n, d))
     traj[0] = Z0
     for step in range(t.size - 1):

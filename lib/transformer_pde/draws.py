@@ -21,15 +21,9 @@ import math
 import numpy as np
 from joblib import Parallel, delayed
 
+from . import _checks
+
 __all__ = ["map_keys", "bootstrap"]
-
-
-def _key(seed):
-    """A seed as a list of non-negative ints (one int or a sequence)."""
-    key = [int(s) for s in np.atleast_1d(np.asarray(seed))]
-    if not key or any(s < 0 for s in key) or np.ndim(seed) > 1:
-        raise ValueError(f"seed must be a non-negative int or a 1-D sequence of them, got {seed!r}")
-    return key
 
 
 def _run_block(task, keys, args, kwargs):
@@ -111,7 +105,7 @@ def bootstrap(statistic, samples, n_boot, seed, *, n_jobs=None):
     samples = [np.asarray(s) for s in samples]
     if not samples or any(s.ndim < 1 or s.shape[0] < 1 for s in samples):
         raise ValueError("samples must be a non-empty sequence of arrays with >= 1 draw each")
-    seed = _key(seed)
+    seed = _checks.seed_key(seed)
     per_block = max(1, math.ceil(n_boot / 8))
     blocks = [range(i, min(i + per_block, n_boot)) for i in range(0, n_boot, per_block)]
     parts = Parallel(n_jobs=n_jobs)(delayed(_replicates)(statistic, samples, seed, b)

@@ -16,10 +16,9 @@ import math
 
 import numpy as np
 from scipy.integrate import BDF, DOP853, LSODA, RK23, RK45, Radau
-from scipy.linalg import expm
 from scipy.optimize import brentq
 
-from . import _checks, attention
+from . import _checks, _linalg, attention
 
 __all__ = [
     "BlowUpError",
@@ -259,36 +258,6 @@ def residual_stack(field, X0, T, L):
     return integrate(field, X0, np.linspace(0.0, T, L + 1), method="euler")
 
 
-def _exponential(V):
-    r"""A function ``t -> e^{tV}`` for a constant square ``V``, cheap to call repeatedly.
-
-    Diagonal ``V``: the exact exponentials of the diagonal. Diagonalisable ``V`` with a
-    well-conditioned eigenvector matrix :math:`S` (:math:`\kappa(S) \le 10^6`):
-    :math:`S e^{t\Lambda} S^{-1}`, accurate to about :math:`\kappa(S)` ulps relative to
-    :math:`\|e^{t\Lambda}\|`. Otherwise :func:`scipy.linalg.expm` at each call.
-    """
-    if np.all(V == np.diag(np.diag(V))):
-        diag = np.diag(V).copy()
-        return lambda t: np.diag(np.exp(t * diag))
-    lam, S = np.linalg.eig(V)
-    if np.isfinite(np.linalg.cond(S)) and np.linalg.cond(S) <= 1e6:
-        S_inv = np.linalg.inv(S)
-        real = bool(np.all(lam.imag == 0))
-        if real:
-            lam, S, S_inv = lam.real, S.real, S_inv.real
-
-            def exp_real(t):
-                return (S * np.exp(t * lam)) @ S_inv
-
-            return exp_real
-
-        def exp_complex(t):
-            return ((S * np.exp(t * lam)) @ S_inv).real
-
-        return exp_complex
-    return lambda t: expm(t * V)
-
-
 def rescale(trajectory, times, V):
     r"""Rescaled tokens :math:`z_i(t) = e^{-tV} x_i(t)` (Geshkovski et al., 2023).
 
@@ -305,7 +274,7 @@ def rescale(trajectory, times, V):
     if not np.all(np.isfinite(t)):
         raise ValueError("times contains non-finite values")
     V = _checks.matrix(V, "V", shape=(traj.shape[2], traj.shape[2]))
-    exp_V = _exponential(V)
+    exp_V = _linalg.exponential(V)
     return np.stack([x @ exp_V(-tk).T for tk, x in zip(t, traj, strict=True)])
 
 
@@ -338,7 +307,7 @@ def rescaled_field(field, V, *, A=None):
     """
     V = _checks.matrix(V, "V", square=True)
     d = V.shape[0]
-    exp_V = _exponential(V)
+    exp_V = _linalg.exponential(V)
     if field is None:
         if A is None:
             raise ValueError("A must be given when field is None (the softmax field)")

@@ -23,19 +23,18 @@ import math
 import numpy as np
 from scipy.optimize import nnls
 
-from . import _checks
-from .sphere import _beta, _exp_logits, _interaction_matrix
+from . import _checks, _sphere
 
 __all__ = ["energy_nnls", "energy_gap", "moment_tensor", "moment_bound"]
 
 
 def _kernel(Y, beta, D):
     Y = _checks.points(Y, "Y")
-    beta = _beta(beta)
-    D = _interaction_matrix(D, Y.shape[1])
+    beta = _sphere.beta(beta)
+    D = _sphere.interaction_matrix(D, Y.shape[1])
     if not np.allclose(D, D.T, rtol=0, atol=1e-12 * max(1.0, np.abs(D).max())):
         raise ValueError("D must be symmetric")
-    return Y, beta, D, _exp_logits(beta * (Y @ D @ Y.T))
+    return Y, beta, D, _sphere.exp_logits(beta * (Y @ D @ Y.T))
 
 
 def _psd_root(D, name="D"):
@@ -119,7 +118,7 @@ def moment_tensor(Y, weights, k, D=None):
         raise ValueError(f"k must be an integer >= 0, got {k!r}")
     if d ** int(k) > 10**7:
         raise ValueError(f"d^k = {d}^{k} entries is too many")
-    Z = Y @ _psd_root(_interaction_matrix(D, d)).T
+    Z = Y @ _psd_root(_sphere.interaction_matrix(D, d)).T
     T = w.copy()[:, None]  # (n, 1): running tensor powers, flattened
     for _ in range(int(k)):
         T = (T[:, :, None] * Z[:, None, :]).reshape(n, -1)
@@ -142,7 +141,7 @@ def moment_bound(gap, beta, k):
     :math:`10^{-15}` says nothing about moments of high degree.
     """
     gap = _checks.nonnegative_float(gap, "gap")
-    beta = _beta(beta)
+    beta = _sphere.beta(beta)
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
         raise ValueError(f"k must be an integer >= 0, got {k!r}")
     return math.sqrt(2.0 * math.factorial(int(k)) * beta ** (1 - int(k)) * gap)

@@ -31,21 +31,13 @@ from typing import NamedTuple
 import numpy as np
 
 from . import _checks
-from .gaussian import _check_moments, psd_sqrt
+from ._linalg import psd_sqrt
 
 __all__ = ["interaction_strength", "softmax_weight_second_moment",
            "normalised_weight_second_moment", "key_projection_second_moment",
            "weight_tail_exponents", "meanfield_errors", "local_rms_slopes",
            "ErrorSummary", "error_summary", "ScaledErrorTest", "scaled_error_test",
            "covariance_rate_influence", "covariance_rate_variance", "field_error_variance"]
-
-
-def _gaussian(alpha, Sigma):
-    """A mean (d,) and a symmetric positive definite covariance (d, d)."""
-    alpha, Sigma = _check_moments(alpha, Sigma)
-    if np.linalg.eigvalsh(Sigma)[0] <= 0:
-        raise ValueError("Sigma must be positive definite")
-    return alpha, Sigma
 
 
 def interaction_strength(A, Sigma):
@@ -69,7 +61,7 @@ def interaction_strength(A, Sigma):
     float
     """
     Sigma = _checks.matrix(Sigma, "Sigma", square=True)
-    _, Sigma = _gaussian(np.zeros(Sigma.shape[0]), Sigma)
+    _, Sigma = _checks.gaussian(np.zeros(Sigma.shape[0]), Sigma)
     A = _checks.matrix(A, "A", Sigma.shape)
     S = psd_sqrt(Sigma)
     return float(np.linalg.norm(S @ A @ S, 2))
@@ -114,7 +106,7 @@ def softmax_weight_second_moment(A, alpha, Sigma):
         not decay along the top singular direction of :math:`B`) or when the finite value
         overflows float64.
     """
-    alpha, Sigma = _gaussian(alpha, Sigma)
+    alpha, Sigma = _checks.gaussian(alpha, Sigma)
     d = alpha.shape[0]
     A = _checks.matrix(A, "A", (d, d))
     S = psd_sqrt(Sigma)
@@ -161,7 +153,7 @@ def normalised_weight_second_moment(A, alpha, Sigma):
     float
         The second moment, ``numpy.inf`` when :math:`\rho \ge 1/\sqrt 2` or on overflow.
     """
-    alpha, Sigma = _gaussian(alpha, Sigma)
+    alpha, Sigma = _checks.gaussian(alpha, Sigma)
     d = alpha.shape[0]
     A = _checks.matrix(A, "A", (d, d))
     S = psd_sqrt(Sigma)
@@ -238,7 +230,7 @@ def key_projection_second_moment(A, alpha, Sigma):
     float
         The second moment, ``numpy.inf`` when :math:`\rho \ge 1` or on overflow.
     """
-    alpha, Sigma = _gaussian(alpha, Sigma)
+    alpha, Sigma = _checks.gaussian(alpha, Sigma)
     d = alpha.shape[0]
     A = _checks.matrix(A, "A", (d, d))
     S = psd_sqrt(Sigma)
@@ -342,14 +334,14 @@ def meanfield_errors(A, V, alpha, Sigma, sizes, draws, seed, *, n_jobs=None):
     from . import draws as _draws
     from . import gaussian
 
-    alpha, Sigma = _gaussian(alpha, Sigma)
+    alpha, Sigma = _checks.gaussian(alpha, Sigma)
     d = alpha.shape[0]
     A = _checks.matrix(A, "A", (d, d))
     V = _checks.matrix(V, "V", (d, d))
     sizes = [_checks.positive_int(n, "sizes") for n in np.atleast_1d(sizes)]
     draws = np.broadcast_to(np.asarray(draws), (len(sizes),))
     draws = [_checks.positive_int(r, "draws") for r in draws]
-    seed = _draws._key(seed)
+    seed = _checks.seed_key(seed)
     chol = np.linalg.cholesky(Sigma)
     _, target = gaussian.softmax_rhs(alpha, Sigma, A, V)
     cov_err, field_err = [], []
@@ -534,7 +526,7 @@ def covariance_rate_influence(A, V, alpha, Sigma, Y):
         :math:`\mathrm{IF}(y) = \text{base} + e^{\log Z}\,\text{tilt}` (kept apart so that
         callers can avoid overflow far in the tails).
     """
-    alpha, Sigma = _gaussian(alpha, Sigma)
+    alpha, Sigma = _checks.gaussian(alpha, Sigma)
     d = alpha.shape[0]
     A = _checks.matrix(A, "A", (d, d))
     V = _checks.matrix(V, "V", (d, d))
@@ -575,7 +567,7 @@ def covariance_rate_variance(A, V, alpha, Sigma, *, radial=2000, angles=128, tai
     :math:`\rho < 1`, and ``inf`` is returned for :math:`\rho \ge 1`. Uses
     :func:`covariance_rate_influence`. Derived here.
     """
-    alpha, Sigma = _gaussian(alpha, Sigma)
+    alpha, Sigma = _checks.gaussian(alpha, Sigma)
     if alpha.shape[0] != 2:
         raise ValueError("covariance_rate_variance is implemented for d = 2")
     rho = interaction_strength(A, Sigma)
@@ -617,7 +609,7 @@ def field_error_variance(A, V, alpha, Sigma):
     :math:`\Sigma'^{-1} = \Sigma^{-1} - 2A^\top\Sigma A`, :math:`\mu' = \Sigma'\Sigma^{-1}\alpha`.
     Finite iff :math:`\rho < 1/\sqrt2` (``inf`` otherwise). Derived here.
     """
-    alpha, Sigma = _gaussian(alpha, Sigma)
+    alpha, Sigma = _checks.gaussian(alpha, Sigma)
     d = alpha.shape[0]
     A = _checks.matrix(A, "A", (d, d))
     V = _checks.matrix(V, "V", (d, d))

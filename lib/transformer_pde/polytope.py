@@ -24,7 +24,7 @@ import numpy as np
 from scipy.spatial import ConvexHull
 
 from . import _checks
-from .clusters import _points_and_hull, affine_frame, in_hull
+from .clusters import affine_frame, in_hull
 
 __all__ = ["attention_gap", "hardmax_cells", "self_attending_set", "on_boundary"]
 
@@ -170,7 +170,7 @@ def on_boundary(points, hull_points, *, tol=1e-9):
     -------
     bool array (k,)
     """
-    X, H = _points_and_hull(points, hull_points)
+    X, H = _checks.points_and_hull(points, hull_points)
     tol = _checks.nonnegative_float(tol, "tol")
     inside = in_hull(X, H, tol=tol)
     _, basis = affine_frame(H)

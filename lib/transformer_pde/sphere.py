@@ -37,7 +37,8 @@ conventions are chosen so that, for a symmetric :math:`D` and weights :math:`w_i
 
 import numpy as np
 
-from . import _checks
+from . import _checks, _sphere
+from ._sphere import MAX_LOGIT
 
 # SciPy's solvers (ODEs, root finding, graphs) are imported where they are used, so that the
 # layers, fields and energies load quickly (e.g. in the worker processes of a parallel sweep).
@@ -138,15 +139,6 @@ def sphere_drift(trajectory):
     return float(np.max(np.abs(np.linalg.norm(traj, axis=-1) - 1.0)))
 
 
-def _unit_rows(X0, tol):
-    X0 = _checks.points(X0, "X0")
-    drift = sphere_drift(X0)
-    if drift > tol:
-        raise ValueError(f"X0 must have unit rows (tokens on the sphere): max ||x_i| - 1| = "
-                         f"{drift:.3g} > {tol:.3g}; use normalise(X0)")
-    return X0
-
-
 def integrate_on_sphere(field, X0, times, *, method="DOP853", rtol=1e-10, atol=1e-12,
                         max_step=None, drift_tol=1e-8):
     r"""Solve :math:`\dot x_i = P_{x_i}(\Gamma(x_i))` on the sphere from unit tokens ``X0``.
@@ -160,7 +152,7 @@ def integrate_on_sphere(field, X0, times, *, method="DOP853", rtol=1e-10, atol=1
     from .dynamics import integrate
 
     drift_tol = _checks.positive_float(drift_tol, "drift_tol")
-    X0 = _unit_rows(X0, drift_tol)
+    X0 = _sphere.unit_rows(X0, drift_tol)
     traj = integrate(sphere_field(field), X0, times, method=method, max_step=max_step,
                      rtol=rtol, atol=atol)
     drift = sphere_drift(traj)
@@ -195,7 +187,7 @@ def normalised_residual_stack(field, X0, T, L):
         raise ValueError("field must be callable as field(t, X)")
     L = _checks.positive_int(L, "L")
     T = _checks.positive_float(T, "T")
-    X = _unit_rows(X0, 1e-8)
+    X = _sphere.unit_rows(X0, 1e-8)
     h = T / L
     out = np.empty((L + 1, *X.shape))
     out[0] = X
@@ -230,35 +222,6 @@ def uniform_on_sphere(n, d, rng):
 # Interaction energy, SA and USA (Geshkovski et al., 2025; Burger et al., 2025)
 # ---------------------------------------------------------------------------------------------
 
-#: Largest logit :math:`\beta\langle x, Dy\rangle` accepted before ``exp`` overflows.
-MAX_LOGIT = 700.0
-
-
-def _beta(beta, *, allow_zero=False):
-    try:
-        val = float(beta)
-    except (TypeError, ValueError):
-        raise ValueError(f"beta must be a number, got {beta!r}") from None
-    if not np.isfinite(val) or val < 0 or (val == 0 and not allow_zero):
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"beta must be a finite number {bound}, got {beta!r}")
-    return val
-
-
-def _interaction_matrix(D, d):
-    if D is None:
-        return np.eye(d)
-    return _checks.matrix(D, "D", shape=(d, d))
-
-
-def _exp_logits(L):
-    top = float(np.max(L))
-    if top > MAX_LOGIT:
-        raise ValueError(f"the logits beta <x, D y> reach {top:.4g} > {MAX_LOGIT:g}: exp would "
-                         "overflow (lower beta or the scale of D)")
-    return np.exp(L)
-
-
 def _queries(X, queries):
     if queries is None:
         return X
@@ -285,10 +248,10 @@ def energy(X, beta=1.0, D=None, weights=None):
     """
     X = _checks.points(X, "X")
     n, d = X.shape
-    beta = _beta(beta)
-    D = _interaction_matrix(D, d)
+    beta = _sphere.beta(beta)
+    D = _sphere.interaction_matrix(D, d)
     w = _checks.weights(weights, n)
-    K = _exp_logits(beta * (X @ D @ X.T))
+    K = _sphere.exp_logits(beta * (X @ D @ X.T))
     return float(w @ K @ w / (2.0 * beta))
 
 
@@ -312,11 +275,11 @@ def usa(X, beta=1.0, D=None, *, weights=None, queries=None):
     """
     X = _checks.points(X, "X")
     n, d = X.shape
-    beta = _beta(beta, allow_zero=True)
-    D = _interaction_matrix(D, d)
+    beta = _sphere.beta(beta, allow_zero=True)
+    D = _sphere.interaction_matrix(D, d)
     w = _checks.weights(weights, n)
     Y = _queries(X, queries)
-    G = (_exp_logits(beta * (Y @ D @ X.T)) * w) @ (X @ D.T)
+    G = (_sphere.exp_logits(beta * (Y @ D @ X.T)) * w) @ (X @ D.T)
     return tangent_projection(Y, G)
 
 
@@ -336,7 +299,7 @@ def sa(X, beta=1.0, Q=None, K=None, V=None, *, weights=None, queries=None):
     """
     X = _checks.points(X, "X")
     n, d = X.shape
-    beta = _beta(beta, allow_zero=True)
+    beta = _sphere.beta(beta, allow_zero=True)
     w = _checks.weights(weights, n)
     Y = _queries(X, queries)
     QY = Y if Q is None else Y @ _checks.matrix(Q, "Q", cols=d).T
@@ -369,7 +332,7 @@ def usa_field(beta=1.0, D=None, *, sign=1.0, tangent=True):
     :math:`\frac1n\sum_j e^{\beta\langle x_i, Dx_j\rangle} Dx_j`, the input of a residual
     layer with layer normalisation (:func:`normalised_residual_stack`).
     """
-    beta = _beta(beta, allow_zero=True)
+    beta = _sphere.beta(beta, allow_zero=True)
     _tangent_flag(tangent)
     sign = float(sign)
     if sign not in (1.0, -1.0):
@@ -401,7 +364,7 @@ def sa_field(beta=1.0, Q=None, K=None, V=None, *, tangent=True):
     Kx_j\rangle)\, Vx_j`, the input of a residual layer with layer normalisation
     (:func:`normalised_residual_stack`).
     """
-    beta = _beta(beta, allow_zero=True)
+    beta = _sphere.beta(beta, allow_zero=True)
     _tangent_flag(tangent)
     mats = [None if M is None else _checks.matrix(M, name) for M, name in
             ((Q, "Q"), (K, "K"), (V, "V"))]
@@ -441,15 +404,6 @@ def sa_field(beta=1.0, Q=None, K=None, V=None, *, tangent=True):
 # Equiangular configurations
 # ---------------------------------------------------------------------------------------------
 
-_MODELS = ("sa", "usa")
-
-
-def _model(model):
-    if model not in _MODELS:
-        raise ValueError(f"model must be 'sa' or 'usa', got {model!r}")
-    return model
-
-
 def _n_tokens(n):
     n = _checks.positive_int(n, "n")
     if n < 2:
@@ -473,9 +427,9 @@ def equiangular_rhs(rho, n, beta, model):
     the setting is that of Geshkovski et al., 2025). ``rho`` may be an array; ``model`` is
     ``"sa"`` or ``"usa"``.
     """
-    model = _model(model)
+    model = _sphere.model(model)
     n = _n_tokens(n)
-    beta = _beta(beta, allow_zero=True)
+    beta = _sphere.beta(beta, allow_zero=True)
     r = np.asarray(rho, dtype=np.float64)
     if not np.all(np.isfinite(r)) or np.any(np.abs(r) > 1.0):
         raise ValueError("rho must be finite and lie in [-1, 1] (an inner product of unit "
@@ -499,9 +453,9 @@ def equiangular_decay_rate(n, beta, model):
     distances between tokens (and the diameter) decay at half this rate: :math:`1` for SA,
     :math:`e^{\beta}` for USA.
     """
-    model = _model(model)
+    model = _sphere.model(model)
     _n_tokens(n)
-    beta = _beta(beta, allow_zero=True)
+    beta = _sphere.beta(beta, allow_zero=True)
     return 2.0 if model == "sa" else 2.0 * float(np.exp(beta))
 
 
@@ -568,9 +522,9 @@ def equiangular_layers(rho0, n, beta, h, L, model):
     the setting is that of Geshkovski et al., 2025). Returns :math:`\rho` after
     ``0, 1, ..., L`` layers of step ``h`` (shape ``(L + 1,)``).
     """
-    model = _model(model)
+    model = _sphere.model(model)
     n = _n_tokens(n)
-    beta = _beta(beta, allow_zero=True)
+    beta = _sphere.beta(beta, allow_zero=True)
     h = _checks.positive_float(h, "h")
     L = _checks.positive_int(L, "L")
     equiangular_rhs(rho0, n, beta, model)  # validates rho0
@@ -694,10 +648,10 @@ def energy_mirror_descent(Y, beta=1.0, D=None, *, maximise=False, steps=2000, st
     """
     Y = _checks.points(Y, "Y")
     n, d = Y.shape
-    beta = _beta(beta)
-    D = _interaction_matrix(D, d)
+    beta = _sphere.beta(beta)
+    D = _sphere.interaction_matrix(D, d)
     steps = _checks.positive_int(steps, "steps")
-    K = _exp_logits(beta * (Y @ D @ Y.T))
+    K = _sphere.exp_logits(beta * (Y @ D @ Y.T))
     eta = beta / float(K.max()) if step_size is None else _checks.positive_float(step_size,
                                                                                  "step_size")
     w = _checks.weights(weights0, n, "weights0").copy()

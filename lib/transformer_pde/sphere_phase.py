@@ -23,10 +23,8 @@ same Gram matrices, at a cost independent of :math:`d`).
 import numpy as np
 from joblib import Parallel, delayed
 
-from . import _checks
+from . import _checks, _sphere
 from .sphere import (
-    _beta,
-    _model,
     clustered_pair_fraction,
     equiangular_layers,
     normalised_residual_stack,
@@ -57,8 +55,8 @@ def clustering_run(beta, n, d, T, h, rng, *, model="sa", threshold=1 - 1e-3):
     x_j\rangle \ge` ``threshold`` at layers ``0..L`` (shape ``(L + 1,)``); the quantity of the
     phase diagrams of Geshkovski et al. (2025).
     """
-    model = _model(model)
-    beta = _beta(beta, allow_zero=True)
+    model = _sphere.model(model)
+    beta = _sphere.beta(beta, allow_zero=True)
     T = _checks.positive_float(T, "T")
     h = _checks.positive_float(h, "h")
     L = max(1, int(round(T / h)))
@@ -86,7 +84,7 @@ def phase_diagram(betas, n, d, T, h, *, starts=1, seed=0, model="sa", threshold=
         raise ValueError("betas must be a non-empty 1-D array of finite values >= 0")
     starts = _checks.positive_int(starts, "starts")
     entropy = _seed_entropy(seed)
-    _model(model)
+    _sphere.model(model)
     n = _checks.positive_int(n, "n")
     d = _checks.positive_int(d, "d")
     tasks = [(k, s) for k in range(b.size) for s in range(starts)]
@@ -143,7 +141,7 @@ def median_pair_band(betas, n, d, T, h, *, sigmas=5.0, model="sa", threshold=1 -
     T = _checks.positive_float(T, "T")
     h = _checks.positive_float(h, "h")
     sigmas = _checks.positive_float(sigmas, "sigmas")
-    _model(model)
+    _sphere.model(model)
     L = max(1, int(round(T / h)))
     times = h * np.arange(L + 1)
     c = sigmas * 1.2533 / np.sqrt(n * (n - 1) / 2 * d)

@@ -23,8 +23,8 @@ import numpy as np
 from scipy.integrate import quad
 from scipy.special import gammaln, ive
 
-from . import _checks
-from .sphere import MAX_LOGIT, _beta, _interaction_matrix, _model, _unit_rows
+from . import _checks, _sphere
+from ._sphere import MAX_LOGIT
 
 __all__ = [
     "tangent_basis",
@@ -42,7 +42,7 @@ def tangent_basis(X):
     :math:`\{u : \langle u, x_i\rangle = 0\}` (from a QR factorisation of
     :math:`[x_i, I_d]`). ``X`` must have unit rows.
     """
-    X = _unit_rows(X, 1e-8)
+    X = _sphere.unit_rows(X, 1e-8)
     n, d = X.shape
     if d < 2:
         raise ValueError(f"X must have at least 2 columns (a sphere of dimension >= 1), got {d}")
@@ -73,10 +73,10 @@ def energy_hessian(X, beta=1.0, D=None, weights=None):
     shape ``(n (d - 1), n (d - 1))``, token by token. At a critical point its quadratic form
     is the second derivative of :math:`E` along geodesics.
     """
-    X = _unit_rows(X, 1e-8)
+    X = _sphere.unit_rows(X, 1e-8)
     n, d = X.shape
-    beta = _beta(beta)
-    D = _interaction_matrix(D, d)
+    beta = _sphere.beta(beta)
+    D = _sphere.interaction_matrix(D, d)
     if not np.allclose(D, D.T, rtol=0, atol=1e-12 * max(1.0, np.abs(D).max())):
         raise ValueError("D must be symmetric (the energy's gradient flow needs D = D^T)")
     w = _checks.weights(weights, n)
@@ -129,7 +129,7 @@ def antipodal_spectrum(n_plus, n_minus, beta, eigenvalues):
     if isinstance(n_minus, bool) or not isinstance(n_minus, (int, np.integer)) or n_minus < 0:
         raise ValueError(f"n_minus must be an integer >= 0, got {n_minus!r}")
     n_minus = int(n_minus)
-    beta = _beta(beta, allow_zero=True)
+    beta = _sphere.beta(beta, allow_zero=True)
     lam = np.asarray(eigenvalues, dtype=np.float64)
     if lam.ndim != 1 or lam.size < 2 or not np.all(np.isfinite(lam)):
         raise ValueError("eigenvalues must be a finite 1-D array of at least 2 eigenvalues")
@@ -179,11 +179,11 @@ def uniform_instability_rates(ell, d, beta, model="usa"):
     Agazzi, 2025). ``ell`` may be an array of integers >= 0; ``model`` is ``"usa"`` or
     ``"sa"``.
     """
-    model = _model(model)
+    model = _sphere.model(model)
     d = _checks.positive_int(d, "d")
     if d < 2:
         raise ValueError(f"d must be at least 2, got {d}")
-    beta = _beta(beta)
+    beta = _sphere.beta(beta)
     ell_arr = np.asarray(ell)
     if not np.issubdtype(ell_arr.dtype, np.integer) or np.any(ell_arr < 0):
         raise ValueError("ell must be integers >= 0 (degrees of spherical harmonics)")
@@ -217,8 +217,8 @@ def two_cluster_merge_time(theta0, theta1, beta, model="sa"):
     Geshkovski, Koubbi, Polyanskiy and Rigollet (2024) (derived in chapter 7). Requires
     :math:`0 < \theta_1 < \theta_0 < \pi`; computed by adaptive quadrature.
     """
-    model = _model(model)
-    beta = _beta(beta, allow_zero=True)
+    model = _sphere.model(model)
+    beta = _sphere.beta(beta, allow_zero=True)
     theta0, theta1 = float(theta0), float(theta1)
     if not (0.0 < theta1 < theta0 < np.pi):
         raise ValueError(f"need 0 < theta1 < theta0 < pi, got theta0 = {theta0!r}, "

@@ -32,7 +32,7 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 from . import _checks, attention, dynamics, gaussian, transport
-from .meanfield import _gaussian, interaction_strength
+from .meanfield import interaction_strength
 from .stability import heads_growth_rate
 
 __all__ = ["VARIANTS", "LABELS", "random_parameters", "variant_field", "support_rate",
@@ -319,12 +319,12 @@ def particle_moment_errors(name, P, alpha0, Sigma0, sizes, draws, T, seed, *, ma
 
     if name not in _MOMENT_RHS:
         raise ValueError(f"name must be one of {tuple(_MOMENT_RHS)}, got {name!r}")
-    alpha0, Sigma0 = _gaussian(alpha0, Sigma0)
+    alpha0, Sigma0 = _checks.gaussian(alpha0, Sigma0)
     sizes = [_checks.positive_int(n, "sizes") for n in np.atleast_1d(sizes)]
     draws = _checks.positive_int(draws, "draws")
     T = _checks.positive_float(T, "T")
     max_step = _checks.positive_float(max_step, "max_step")
-    seed = _draws._key(seed)
+    seed = _checks.seed_key(seed)
     chol0 = np.linalg.cholesky(Sigma0)
     exact = tuple(m[-1] for m in gaussian_moments(name, P, alpha0, Sigma0, [0.0, T]))
     sq = np.empty((2, len(sizes), draws))
@@ -362,11 +362,11 @@ def sample_distances(clouds, alpha, Sigma, seed, *, n_jobs=None):
     """
     from . import draws as _draws
 
-    alpha, Sigma = _gaussian(alpha, Sigma)
+    alpha, Sigma = _checks.gaussian(alpha, Sigma)
     clouds = [_checks.points(X, "clouds") for X in clouds]
     if any(X.shape[1] != alpha.size for X in clouds):
         raise ValueError(f"clouds must have {alpha.size} columns, like alpha")
-    seed = _draws._key(seed)
+    seed = _checks.seed_key(seed)
     chol = np.linalg.cholesky(Sigma)
     out = _draws.map_keys(_distances_of_draw, [[*seed, j] for j in range(len(clouds))],
                           clouds, alpha, chol, n_jobs=n_jobs)

@@ -1,0 +1,55 @@
+r"""Small linear algebra shared by the library: the exponential :math:`t \mapsto e^{tV}` of a
+constant matrix (:mod:`~transformer_pde.dynamics`, :mod:`~transformer_pde.clusters`), the
+symmetric square root and the numerical rank of a covariance
+(:mod:`~transformer_pde.gaussian` re-exports :func:`psd_sqrt` and :func:`numerical_rank`;
+:mod:`~transformer_pde.bures` and :mod:`~transformer_pde.meanfield` use them).
+"""
+
+import numpy as np
+from scipy.linalg import expm
+
+
+def exponential(V):
+    r"""A function ``t -> e^{tV}`` for a constant square ``V``, cheap to call repeatedly.
+
+    Diagonal ``V``: the exact exponentials of the diagonal. Diagonalisable ``V`` with a
+    well-conditioned eigenvector matrix :math:`S` (:math:`\kappa(S) \le 10^6`):
+    :math:`S e^{t\Lambda} S^{-1}`, accurate to about :math:`\kappa(S)` ulps relative to
+    :math:`\|e^{t\Lambda}\|`. Otherwise :func:`scipy.linalg.expm` at each call.
+    """
+    if np.all(V == np.diag(np.diag(V))):
+        diag = np.diag(V).copy()
+        return lambda t: np.diag(np.exp(t * diag))
+    lam, S = np.linalg.eig(V)
+    if np.isfinite(np.linalg.cond(S)) and np.linalg.cond(S) <= 1e6:
+        S_inv = np.linalg.inv(S)
+        real = bool(np.all(lam.imag == 0))
+        if real:
+            lam, S, S_inv = lam.real, S.real, S_inv.real
+
+            def exp_real(t):
+                return (S * np.exp(t * lam)) @ S_inv
+
+            return exp_real
+
+        def exp_complex(t):
+            return ((S * np.exp(t * lam)) @ S_inv).real
+
+        return exp_complex
+    return lambda t: expm(t * V)
+
+
+def psd_sqrt(S):
+    r"""Symmetric square root :math:`S^{1/2}` of a symmetric PSD matrix (eigenvalues clipped at 0).
+    """
+    lam, U = np.linalg.eigh(0.5 * (S + S.T))
+    R = (U * np.sqrt(np.clip(lam, 0.0, None))) @ U.T
+    return 0.5 * (R + R.T)
+
+
+def numerical_rank(Sigma, rel_tol=1e-3):
+    r"""Number of eigenvalues of the PSD matrix ``Sigma`` above ``rel_tol`` times the largest."""
+    lam = np.linalg.eigvalsh(0.5 * (Sigma + Sigma.T))
+    if lam[-1] <= 0:
+        return 0
+    return int(np.sum(lam > rel_tol * lam[-1]))
