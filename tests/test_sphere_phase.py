@@ -81,3 +81,26 @@ def test_median_pair_band_accepts_the_equiangular_time_and_rejects_a_wrong_one()
     assert np.all(l2 - e2 <= late - early)
     with pytest.raises(ValueError):
         sp.median_pair_band(betas, 2, 1, T, h)
+
+
+def test_phase_diagram_takes_n_jobs_like_the_other_sweeps(monkeypatch):
+    import joblib
+
+    seen = []
+    init = joblib.Parallel.__init__
+
+    def spy(self, *args, **kwargs):
+        seen.append(kwargs.get("n_jobs"))
+        init(self, *args, **kwargs)
+
+    monkeypatch.setattr(joblib.Parallel, "__init__", spy)
+    with parallel_config(n_jobs=1):
+        one = sp.phase_diagram([2.0], 6, 3, 1.0, 0.1, starts=2, seed=4)
+    two = sp.phase_diagram([2.0], 6, 3, 1.0, 0.1, starts=2, seed=4, n_jobs=2)
+    np.testing.assert_array_equal(one, two)
+    assert seen == [None, 2]
+    for bad in (0, 1.5, "2", True):
+        with pytest.raises(ValueError, match="n_jobs"):
+            sp.phase_diagram([2.0], 6, 3, 1.0, 0.1, n_jobs=bad)
+    with pytest.raises(ValueError, match="progress"):
+        sp.phase_diagram([2.0], 6, 3, 1.0, 0.1, progress="yes")

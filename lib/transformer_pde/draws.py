@@ -21,16 +21,12 @@ import math
 import numpy as np
 from joblib import Parallel, delayed
 
-from . import _checks
+from . import _checks, _progress
 
 __all__ = ["map_keys", "bootstrap"]
 
 
-def _run_block(task, keys, args, kwargs):
-    return [task(key, *args, **kwargs) for key in keys]
-
-
-def map_keys(task, keys, *args, block=1, n_jobs=None, **kwargs):
+def map_keys(task, keys, *args, block=1, n_jobs=None, progress=None, **kwargs):
     r"""``[task(key, *args, **kwargs) for key in keys]``, through :class:`joblib.Parallel`.
 
     Consecutive keys are grouped ``block`` at a time into one joblib task (short tasks cost
@@ -49,6 +45,10 @@ def map_keys(task, keys, *args, block=1, n_jobs=None, **kwargs):
     n_jobs : int or None
         Passed to :class:`joblib.Parallel`; ``None`` (default) takes it from
         :func:`joblib.parallel_config`.
+    progress : bool or None
+        A progress bar over the keys: ``None`` (default) shows it only when the output is
+        interactive (a terminal, or a notebook open in Jupyter; never under nbval,
+        ``nbconvert --execute`` or pytest), ``True`` always, ``False`` never.
 
     Returns
     -------
@@ -58,12 +58,9 @@ def map_keys(task, keys, *args, block=1, n_jobs=None, **kwargs):
     keys = list(keys)
     if not isinstance(block, (int, np.integer)) or block < 1:
         raise ValueError(f"block must be a positive int, got {block!r}")
-    blocks = [keys[i:i + block] for i in range(0, len(keys), block)]
-    if not blocks:
-        return []
-    parts = Parallel(n_jobs=n_jobs)(delayed(_run_block)(task, b, args, kwargs)
-                                    for b in blocks)
-    return [result for part in parts for result in part]
+    with _progress.bar(len(keys), progress, getattr(task, "__name__", "")) as shown:
+        return _progress.map_blocks(task, keys, args, kwargs, block=block, n_jobs=n_jobs,
+                                    bar=shown)
 
 
 def _replicates(statistic, samples, seed, replicates):

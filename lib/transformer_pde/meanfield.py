@@ -30,7 +30,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import _checks
+from . import _checks, _progress
 from ._linalg import psd_sqrt
 
 __all__ = ["interaction_strength", "softmax_weight_second_moment",
@@ -287,7 +287,8 @@ def _draw_errors(key, A, V, alpha, chol, SA, target, n):
 _PAIRS_PER_TASK = 2**24
 
 
-def meanfield_errors(A, V, alpha, Sigma, sizes, draws, seed, *, n_jobs=None):
+def meanfield_errors(A, V, alpha, Sigma, sizes, draws, seed, *, n_jobs=None,
+                     progress=None):
     r"""Errors of the softmax particle system against the Gaussian mean field at :math:`t = 0`.
 
     For each size :math:`n` and each draw, :math:`x_1, \dots, x_n \sim \mathcal N(\alpha,
@@ -308,7 +309,7 @@ def meanfield_errors(A, V, alpha, Sigma, sizes, draws, seed, *, n_jobs=None):
     - of the field at the particles, averaged over them:
       :math:`\frac1n\sum_i |\Gamma_i - \Gamma(x_i)|^2`.
 
-    The draws run through :func:`transformer_pde.draws.map_keys` (:class:`joblib.Parallel`,
+    The draws run like :func:`transformer_pde.draws.map_keys` (:class:`joblib.Parallel`,
     ``n_jobs`` and backend from :func:`joblib.parallel_config` unless ``n_jobs`` is given);
     each draws its particles from its own key, so the values do not depend on the jobs.
 
@@ -325,13 +326,16 @@ def meanfield_errors(A, V, alpha, Sigma, sizes, draws, seed, *, n_jobs=None):
         Draw ``r`` of size index ``k`` uses ``numpy.random.default_rng([*seed, k, r])``.
     n_jobs : int or None
         Passed to :class:`joblib.Parallel`.
+    progress : bool or None
+        A progress bar over the draws: ``None`` (default) only when the output is
+        interactive (a terminal, a notebook open in Jupyter; never under nbval or
+        ``nbconvert --execute``), ``True`` always, ``False`` never.
 
     Returns
     -------
     covariance, field : lists of arrays
         Element ``k`` of each has shape ``(draws[k],)``.
     """
-    from . import draws as _draws
     from . import gaussian
 
     alpha, Sigma = _checks.gaussian(alpha, Sigma)
@@ -345,12 +349,14 @@ def meanfield_errors(A, V, alpha, Sigma, sizes, draws, seed, *, n_jobs=None):
     chol = np.linalg.cholesky(Sigma)
     _, target = gaussian.softmax_rhs(alpha, Sigma, A, V)
     cov_err, field_err = [], []
-    for k, (n, R) in enumerate(zip(sizes, draws, strict=True)):
-        out = np.array(_draws.map_keys(
-            _draw_errors, [[*seed, k, r] for r in range(R)], A, V, alpha, chol, Sigma @ A,
-            target, n, block=max(1, _PAIRS_PER_TASK // n**2), n_jobs=n_jobs))
-        cov_err.append(out[:, 0])
-        field_err.append(out[:, 1])
+    with _progress.bar(sum(draws), progress, "meanfield_errors") as shown:
+        for k, (n, R) in enumerate(zip(sizes, draws, strict=True)):
+            out = np.array(_progress.map_blocks(
+                _draw_errors, [[*seed, k, r] for r in range(R)],
+                (A, V, alpha, chol, Sigma @ A, target, n), {},
+                block=max(1, _PAIRS_PER_TASK // n**2), n_jobs=n_jobs, bar=shown))
+            cov_err.append(out[:, 0])
+            field_err.append(out[:, 1])
     return cov_err, field_err
 
 

@@ -21,9 +21,9 @@ same Gram matrices, at a cost independent of :math:`d`).
 """
 
 import numpy as np
-from joblib import Parallel, delayed
+from joblib import delayed
 
-from . import _checks, _sphere
+from . import _checks, _progress, _sphere
 from .sphere import (
     clustered_pair_fraction,
     equiangular_layers,
@@ -69,7 +69,8 @@ def clustering_run(beta, n, d, T, h, rng, *, model="sa", threshold=1 - 1e-3):
     return clustered_pair_fraction(stack, threshold)
 
 
-def phase_diagram(betas, n, d, T, h, *, starts=1, seed=0, model="sa", threshold=1 - 1e-3):
+def phase_diagram(betas, n, d, T, h, *, starts=1, seed=0, model="sa", threshold=1 - 1e-3,
+                  n_jobs=None, progress=None):
     r"""Mean fraction of clustered pairs over :math:`(\beta, \text{layer})`, through joblib.
 
     Runs :func:`clustering_run` for every ``beta`` in ``betas`` and ``starts`` random starts,
@@ -77,7 +78,10 @@ def phase_diagram(betas, n, d, T, h, *, starts=1, seed=0, model="sa", threshold=
     :func:`joblib.parallel_config`); task ``(k, s)`` uses
     ``np.random.default_rng([*seed, k, s])``. Returns an array of shape
     ``(len(betas), L + 1)``, the average over the starts, identical whatever the backend
-    and the number of jobs.
+    and the number of jobs. ``n_jobs``, when given, is passed to :class:`joblib.Parallel`.
+    ``progress``: a progress bar over the runs, shown by default (``None``) only when the
+    output is interactive (a terminal, a notebook open in Jupyter; never under nbval or
+    ``nbconvert --execute``); ``True`` always, ``False`` never.
     """
     b = np.asarray(betas, dtype=np.float64)
     if b.ndim != 1 or b.size < 1 or not np.all(np.isfinite(b)) or np.any(b < 0):
@@ -87,12 +91,15 @@ def phase_diagram(betas, n, d, T, h, *, starts=1, seed=0, model="sa", threshold=
     _sphere.model(model)
     n = _checks.positive_int(n, "n")
     d = _checks.positive_int(d, "d")
+    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer))
+                               or n_jobs == 0):
+        raise ValueError(f"n_jobs must be None or a non-zero int (joblib's convention), "
+                         f"got {n_jobs!r}")
     tasks = [(k, s) for k in range(b.size) for s in range(starts)]
-    runs = Parallel()(
-        delayed(clustering_run)(b[k], n, d, T, h, np.random.default_rng([*entropy, k, s]),
-                                model=model, threshold=threshold)
-        for k, s in tasks
-    )
+    calls = (delayed(clustering_run)(b[k], n, d, T, h, np.random.default_rng([*entropy, k, s]),
+                                     model=model, threshold=threshold) for k, s in tasks)
+    with _progress.bar(len(tasks), progress, "phase_diagram") as shown:
+        runs = _progress.run(calls, n_jobs=n_jobs, bar=shown)
     out = np.zeros((b.size, runs[0].size))
     for (k, _), frac in zip(tasks, runs, strict=True):
         out[k] += frac

@@ -31,7 +31,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.integrate import solve_ivp
 
-from . import _checks, attention, dynamics, gaussian, transport
+from . import _checks, _progress, attention, dynamics, gaussian, transport
 from .meanfield import interaction_strength
 from .stability import heads_growth_rate
 
@@ -275,7 +275,7 @@ def _moment_errors_of_draw(key, name, P, alpha0, chol0, n, T, max_step, exact, k
 
 
 def particle_moment_errors(name, P, alpha0, Sigma0, sizes, draws, T, seed, *, max_step=0.2,
-                           keep=False, n_jobs=None):
+                           keep=False, n_jobs=None, progress=None):
     r"""Squared errors of the mean and covariance of the particle system at time ``T``.
 
     For each size :math:`n` and draw :math:`r`, :math:`n` particles are drawn i.i.d. from
@@ -286,10 +286,12 @@ def particle_moment_errors(name, P, alpha0, Sigma0, sizes, draws, T, seed, *, ma
     compared with those of the exact Gaussian solution (:func:`gaussian_moments`; the
     mean-field limit of Castin, Ablin, Carrillo and Peyré, 2025):
     :math:`|\hat\alpha_n(T) - \alpha(T)|^2` and
-    :math:`\|\hat\Sigma_n(T) - \Sigma(T)\|_F^2`. The draws run through
+    :math:`\|\hat\Sigma_n(T) - \Sigma(T)\|_F^2`. The draws run like
     :func:`transformer_pde.draws.map_keys` (``n_jobs`` and backend from
     :func:`joblib.parallel_config` unless ``n_jobs`` is given); the values do not depend on
-    them.
+    them. ``progress``: one progress bar over every draw, shown by default (``None``) only
+    when the output is interactive (a terminal, a notebook open in Jupyter; never under
+    nbval or ``nbconvert --execute``); ``True`` always, ``False`` never.
 
     Parameters
     ----------
@@ -315,8 +317,6 @@ def particle_moment_errors(name, P, alpha0, Sigma0, sizes, draws, T, seed, *, ma
     ParticleErrors
         ``mean`` and ``covariance`` of shape ``(len(sizes), draws)``, and ``final``.
     """
-    from . import draws as _draws
-
     if name not in _MOMENT_RHS:
         raise ValueError(f"name must be one of {tuple(_MOMENT_RHS)}, got {name!r}")
     alpha0, Sigma0 = _checks.gaussian(alpha0, Sigma0)
@@ -329,13 +329,15 @@ def particle_moment_errors(name, P, alpha0, Sigma0, sizes, draws, T, seed, *, ma
     exact = tuple(m[-1] for m in gaussian_moments(name, P, alpha0, Sigma0, [0.0, T]))
     sq = np.empty((2, len(sizes), draws))
     final = [] if keep else None
-    for k, n in enumerate(sizes):
-        out = _draws.map_keys(_moment_errors_of_draw, [[*seed, k, r] for r in range(draws)],
-                              name, P, alpha0, chol0, n, T, max_step, exact, keep,
-                              n_jobs=n_jobs)
-        sq[:, k] = np.array([errors for errors, _ in out]).T
-        if keep:
-            final.append(np.array([XT for _, XT in out]))
+    with _progress.bar(len(sizes) * draws, progress, "particle_moment_errors") as shown:
+        for k, n in enumerate(sizes):
+            out = _progress.map_blocks(
+                _moment_errors_of_draw, [[*seed, k, r] for r in range(draws)],
+                (name, P, alpha0, chol0, n, T, max_step, exact, keep), {}, n_jobs=n_jobs,
+                bar=shown)
+            sq[:, k] = np.array([errors for errors, _ in out]).T
+            if keep:
+                final.append(np.array([XT for _, XT in out]))
     return ParticleErrors(sq[0], sq[1], final)
 
 

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
-from joblib import Parallel, delayed
+from joblib import delayed
 
-from .. import _checks
+from .. import _checks, _progress
 from .formulas import softmax_rhs
 from .moments import MomentTrajectory, integrate_moments
 
@@ -32,7 +32,7 @@ def _clustering_run(P, V, Sigma0, times, conv_tol, rank_tol, rtol, atol):
 
 
 def clustering_rank_draws(d, n_draws, rng, *, V="identity", times=None, conv_tol=1e-6,
-                          rank_tol=1e-6, rtol=1e-7, atol=1e-12, n_jobs=None):
+                          rank_tol=1e-6, rtol=1e-7, atol=1e-12, n_jobs=None, progress=None):
     r"""The limiting-rank experiment of Castin et al. (2025) for softmax attention, K = -Q.
 
     Each draw: :math:`Q \in \mathbb R^{\lfloor d/2\rfloor\times d}` and :math:`W` with standard
@@ -58,6 +58,9 @@ def clustering_rank_draws(d, n_draws, rng, *, V="identity", times=None, conv_tol
     ``backend="dask"`` for a Dask cluster; ``n_jobs``, when given, is passed to
     :class:`joblib.Parallel`. Some draws with :math:`V` random run to :math:`t = 10^8` in
     thousands of steps: two jobs halve the wall-clock time on two free cores.
+    ``progress``: a progress bar over the draws, shown by default (``None``) only when the
+    output is interactive (a terminal, a notebook open in Jupyter; never under nbval or
+    ``nbconvert --execute``); ``True`` always, ``False`` never.
     Returns a list of :class:`ClusteringDraw`.
     """
     d = _checks.positive_int(d, "d")
@@ -78,7 +81,9 @@ def clustering_rank_draws(d, n_draws, rng, *, V="identity", times=None, conv_tol
         Wv = rng.normal(size=(d, d))
         problems.append((Q.T @ Q, np.eye(d) if V == "identity" else Wv.T @ Wv, W @ W.T))
     settings = (times, conv_tol, rank_tol, rtol, atol)
-    runs = Parallel(n_jobs=n_jobs)(delayed(_clustering_run)(*p, *settings) for p in problems)
+    calls = (delayed(_clustering_run)(*p, *settings) for p in problems)
+    with _progress.bar(len(problems), progress, "clustering_rank_draws") as shown:
+        runs = _progress.run(calls, n_jobs=n_jobs, bar=shown)
     return [ClusteringDraw(run, P, Vd) for run, (P, Vd, _) in zip(runs, problems, strict=True)]
 
 
