@@ -46,7 +46,7 @@ def test_type_information_and_declared_imports():
     assert "py.typed" in project["tool"]["setuptools"]["package-data"]["transformer_pde"]
     declared = {dep.split(">")[0].split("=")[0].strip().lower()
                 for dep in project["project"]["dependencies"]}
-    assert {"numba", "llvmlite", "numpy", "threadpoolctl"} <= declared
+    assert {"numba", "llvmlite", "numpy", "threadpoolctl", "tqdm"} <= declared
 
 
 def test_public_names_of_attention_are_typed_and_tuning_constants_private():
@@ -142,3 +142,12 @@ def test_no_public_module_imports_a_private_name_of_another():
            if (found := private_imports(p.read_text(), _module_name(p),
                                         p.name == "__init__.py"))}
     assert not bad, bad
+
+
+def test_the_package_docstring_lists_every_public_module():
+    import re
+
+    listed = set(re.findall(r":mod:`~transformer_pde\.(\w+)`", tp.__doc__))
+    assert listed == set(tp.__all__)
+    for name in tp.__all__:  # and the lazy loader imports each of them
+        assert getattr(tp, name).__name__ == f"transformer_pde.{name}"

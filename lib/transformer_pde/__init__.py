@@ -6,19 +6,29 @@ Modules (one mathematical object each):
 - :mod:`~transformer_pde.variants`: the six variants as time-dependent fields (chapter 2);
 - :mod:`~transformer_pde.dynamics`: time integration of the particle system, the rescaled
   dynamics :math:`z = e^{-tV}x`;
+- :mod:`~transformer_pde.convergence_order`: local orders of a scheme at doubled depths,
+  their bound from the error expansion, doubling until they settle;
 - :mod:`~transformer_pde.transport`: Wasserstein distances (exact, sliced, conditional)
   through POT;
 - :mod:`~transformer_pde.stability`: Gronwall rates and constants, support growth, the flow
   Jacobian of the particle system;
 - :mod:`~transformer_pde.meanfield`: second moments and tail exponents of the softmax weights
   of Gaussian tokens, particle-versus-mean-field errors and their linearised limits;
-- :mod:`~transformer_pde.gaussian`: mean and covariance ODEs of Gaussian solutions;
+- :mod:`~transformer_pde.gaussian`: mean and covariance ODEs of Gaussian solutions (a
+  subpackage: ``formulas``, ``moments``, ``particles``, ``clustering``; every name is
+  importable from ``transformer_pde.gaussian``);
 - :mod:`~transformer_pde.bures`: the Bures-Wasserstein geometry of Gaussian measures;
 - :mod:`~transformer_pde.symbolic`: the SymPy derivations behind them;
 - :mod:`~transformer_pde.clusters`: groups of tokens, convex hulls, leaders of an attention
   matrix, many clustering runs integrated together, the time stepping of the authors' scripts;
 - :mod:`~transformer_pde.polytope`: the limit polytope seen through the hardmax (the set of
   self-attending points, the hardmax cells);
+- :mod:`~transformer_pde.hardmax`: the hardmax phase of the clustering dynamics (attention
+  structure, settling, the hardmax flow in closed form, the softmax dynamics' deviation from it);
+- :mod:`~transformer_pde.energy`: the interaction energy of self-attention in R^d, its gradient
+  and the metric in which the dynamics with V = I is its gradient flow;
+- :mod:`~transformer_pde.consensus`: clustering as consensus, z(t) = Phi(t) z(0) with Phi
+  row-stochastic;
 - :mod:`~transformer_pde.lipschitz`: Jacobian-vector products, local Lipschitz constants,
   published bounds;
 - :mod:`~transformer_pde.pretrained`: all-MiniLM-L6-v2 (BERT) run in NumPy; real-text sequence
@@ -34,6 +44,12 @@ Modules (one mathematical object each):
   (energy Hessian, linearised flows);
 - :mod:`~transformer_pde.grid_energy`: the interaction energy minimised over measures on a
   fixed grid of the sphere;
+- :mod:`~transformer_pde.circle_minimiser`: the minimiser of the interaction energy on the
+  circle, from its Fourier series;
+- :mod:`~transformer_pde.normalisation`: six normalisation schemes (Post-LN, Pre-LN, Peri-LN,
+  Mix-LN, nGPT, square-root) as speed regulation of the token directions;
+- :mod:`~transformer_pde.long_context`: critical attention scaling beta_n = gamma log n for
+  long contexts (equiangular outputs, their limit and transition width);
 - :mod:`~transformer_pde.sphere_phase`: phase diagrams of clustering on the sphere, many
   independent runs through joblib;
 - :mod:`~transformer_pde.fitting`: power-law fits of rates;
@@ -50,13 +66,18 @@ imported on first use); ``tp.__all__`` lists them.
 
 The machinery behind the formulas lives in private modules: ``_kernels`` (the compiled
 exponential, fused softmax rows, chunks of queries, the worker threads and the thread count),
-``_lanczos`` (the normal operator and the Lanczos solver of the local Lipschitz constant) and
-``_checks`` (input validation). A call uses as many threads as the CPUs it may run on, at most
-NumPy's BLAS limit, so ``threadpoolctl.threadpool_limits`` and ``OMP_NUM_THREADS`` set it;
-it never changes that limit or any other setting of the process, and calls from several
-threads at once give the results of the same calls made one at a time. Sweeps of independent
-runs go through :class:`joblib.Parallel` and fix neither the number of jobs nor the backend:
-wrap them in :func:`joblib.parallel_config` (``backend="loky"``, ``"threading"``, ``"dask"``).
+``_lanczos`` (the normal operator and the Lanczos solver of the local Lipschitz constant),
+``_checks`` (input validation), ``_sphere`` (the checks shared by the modules on the sphere),
+``_linalg`` (the matrix exponential of the rescaled dynamics, square roots of covariances) and
+``_progress`` (the progress bar of long sweeps, shown only when the output is interactive).
+A call uses as many threads as the CPUs it may run on, at most NumPy's BLAS limit, so
+``threadpoolctl.threadpool_limits`` and ``OMP_NUM_THREADS`` set it; it never changes that
+limit or any other setting of the process, and calls from several threads at once give the
+results of the same calls made one at a time. Sweeps of independent runs go through
+:class:`joblib.Parallel` and fix neither the number of jobs nor the backend: wrap them in
+:func:`joblib.parallel_config` (``backend="loky"``, ``"threading"``, ``"dask"``). Long
+sweeps take ``progress=None``: a progress bar when a reader watches (a terminal, a notebook
+open in Jupyter), nothing at all otherwise (nbval, ``nbconvert --execute``, pytest).
 """
 
 
