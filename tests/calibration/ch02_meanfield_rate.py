@@ -10,9 +10,8 @@ variant (softmax, L2, multi-head) moved by RK4 to T = 1; then
   threshold of 3 tests at total 1e-4; printed: failures, the mean and standard deviation of z
   over seeds and variants (the test's law), the largest |z|, and the mean power against
   n^-0.3 and n^-0.7 (normal approximation with the seed's standard error);
-- the test it replaced, |slope + 1/2| < 4 max(0.05, bootstrap sd) on the RMS errors (failures);
 - the RK4 check, time-stepping error below 1% of the smallest RMS error (failures);
-- the W2 check: |mean log ratio| < log(1.25) + 4 standard errors over the 24 draws (failures);
+- the W2 check: |mean log ratio| < log(1.5) + 4 standard errors over the 24 draws (failures);
   printed: the mean and standard deviation over seeds of the mean log ratio and of its t, the
   largest |mean log ratio|, the failures of the test it replaced, |t| < 5, and the false-alarm
   probability per run: the Student (23 degrees of freedom) probability of crossing the
@@ -30,8 +29,8 @@ from pathlib import Path
 
 import numpy as np
 from scipy import stats
-from transformer_pde import draws, dynamics, replicates, variants
-from transformer_pde.fitting import fit_power_law, log_error_rate
+from transformer_pde import dynamics, replicates, variants
+from transformer_pde.fitting import log_error_rate
 
 ALPHA0 = np.array([0.5, -0.3])
 SIGMA0 = np.array([[0.5, 0.2], [0.2, 0.3]])
@@ -53,18 +52,6 @@ def errors(seed, P_mf, cache):
                                             T_MF, [seed, 21], max_step=RK4_STEP)
         out[name] = (e.mean, e.covariance)
     return out
-
-
-def old_band_fails(seed, errs):
-    fails = 0
-    for k, name in enumerate(NAMES):
-        boot = draws.bootstrap(
-            lambda s: [fit_power_law(N_VALUES, np.sqrt(e.mean(axis=0))).exponent for e in s],
-            [errs[name][0].T, errs[name][1].T], 200, [seed, 22, k]).std(axis=0)
-        for j in (0, 1):
-            slope = fit_power_law(N_VALUES, np.sqrt(errs[name][j].mean(axis=1))).exponent
-            fails += abs(slope + 0.5) >= 4 * max(0.05, boot[j])
-    return fails
 
 
 def one_seed(seed, cache):
@@ -90,20 +77,18 @@ def one_seed(seed, cache):
     w2 = variants.sample_distances(clouds, alpha_T, Sigma_T, [seed, 24])
     log_ratio = np.log(w2[:, 0] / w2[:, 1])
     se_log = log_ratio.std(ddof=1) / np.sqrt(log_ratio.size)
-    return (z, se, old_band_fails(seed, errs), rk4_gap / (1e-2 * rms.min()),
-            (log_ratio.mean(), se_log))
+    return z, se, rk4_gap / (1e-2 * rms.min()), (log_ratio.mean(), se_log)
 
 
 def main(first, last, cache=None):
-    zs, ses, old, rk4, w2 = [], [], 0, [], []
+    zs, ses, rk4, w2 = [], [], [], []
     for seed in range(first, last):
-        z, se, o, r, (m, s) = one_seed(seed, cache)
+        z, se, r, (m, s) = one_seed(seed, cache)
         zs.append(z)
         ses.append(se)
-        old += o
         rk4.append(r)
         w2.append((m, s))
-        print(seed, " ".join(f"{x:+.2f}" for x in z), f"old {o} rk4 {r:.3f} w2 {m:+.4f} {s:.4f}",
+        print(seed, " ".join(f"{x:+.2f}" for x in z), f"rk4 {r:.3f} w2 {m:+.4f} {s:.4f}",
               flush=True)
     zs, ses, rk4, w2 = np.array(zs), np.array(ses), np.array(rk4), np.array(w2)
     tw = w2[:, 0] / w2[:, 1]
@@ -114,9 +99,8 @@ def main(first, last, cache=None):
           f"seeds and variants: mean {zs.mean():+.3f}, sd {zs.std(ddof=1):.3f}, largest |z| "
           f"{np.abs(zs).max():.2f}; mean power against n^-0.3 {power[-0.3]:.3f}, against "
           f"n^-0.7 {power[-0.7]:.3f}")
-    print(f"replaced slope band: {old} failing (variant, moment) checks")
     print(f"RK4 check: {np.sum(rk4 >= 1)} failures; largest error / allowance {rk4.max():.3f}")
-    thr = np.log(1.25) + 4 * w2[:, 1]
+    thr = np.log(1.5) + 4 * w2[:, 1]
     fails = np.sum(np.abs(w2[:, 0]) >= thr)
     m, s = np.abs(w2[:, 0]), w2[:, 1]
     plug = stats.t.sf((thr - m) / s, 23) + stats.t.cdf((-thr - m) / s, 23)
