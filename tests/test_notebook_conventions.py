@@ -16,6 +16,8 @@ be read off the ``.ipynb`` files without building the book:
   ``make robust`` replaces, and no generator is seeded with a literal of its own;
 - scale switches (lines ``NAME = False`` of the first code cell, which ``make robust`` sets to
   ``True``) carry a comment and are listed on the Reproducing page;
+- visible code fits the text column (lines of at most :data:`VISIBLE_LINE` characters in the
+  cells a reader sees; the rendered-book check measures the same in pixels);
 - no assertion is labelled as holding for "this draw": an assertion states what holds for
   every draw (a theorem, a bound, a rate with a band derived from the number of draws); a fact
   of the stored draw is printed and said in the prose, not asserted.
@@ -31,6 +33,9 @@ from transformer_pde.plotting import TEXT_WIDTH
 
 ROOT = Path(__file__).parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+# the longest code line the ~690-px column shows without sideways scrolling in the rendered
+# book's code font (measured: 83 characters fit, 84 do not)
+VISIBLE_LINE = 83
 STATEMENT = re.compile(r"\{prf:(theorem|proposition|lemma|corollary|definition)\}")
 
 
@@ -135,3 +140,16 @@ def test_no_assertion_holds_for_this_draw_only(notebook):
             and re.search(r"this (draw|seed)|stored draw", line, re.I)]
     assert not hits, (f"{notebook.name}: assertions about one draw {hits}; assert what holds "
                       "for every draw and print the rest")
+
+
+def test_visible_code_fits_the_column(notebook):
+    problems = []
+    for i, cell in enumerate(_cells(notebook)):
+        tags = cell.get("metadata", {}).get("tags", [])
+        hidden = {"hide-input", "remove-input", "remove-cell"} & set(tags)
+        if cell["cell_type"] != "code" or hidden:
+            continue
+        for line in _source(cell).splitlines():
+            if len(line) > VISIBLE_LINE:
+                problems.append(f"cell {i}: {len(line)} characters: {line.strip()[:50]}")
+    assert not problems, problems
