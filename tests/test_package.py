@@ -151,3 +151,32 @@ def test_the_package_docstring_lists_every_public_module():
     assert listed == set(tp.__all__)
     for name in tp.__all__:  # and the lazy loader imports each of them
         assert getattr(tp, name).__name__ == f"transformer_pde.{name}"
+
+
+#: Chapter 4's modules, typed when that chapter's rewrite lands (they are excluded until then).
+UNTYPED = {"hardmax", "energy", "consensus"}
+
+
+def test_public_functions_of_every_public_module_are_typed():
+    import inspect
+    import typing
+
+    import tokenizers
+
+    local = {"Tokenizer": tokenizers.Tokenizer}  # imported by pretrained for type checkers only
+    checked = 0
+    for name in tp.__all__:
+        if name in UNTYPED:
+            continue
+        module = getattr(tp, name)
+        for attr in module.__all__:
+            f = getattr(module, attr)
+            if not inspect.isfunction(f):
+                continue
+            sig = inspect.signature(f)
+            assert sig.return_annotation is not inspect.Signature.empty, (name, attr)
+            for p in sig.parameters.values():
+                assert p.annotation is not inspect.Parameter.empty, (name, attr, p.name)
+            typing.get_type_hints(f, localns=local)  # every annotation names a real type
+            checked += 1
+    assert checked > 200

@@ -5,11 +5,16 @@ symmetric square root and the numerical rank of a covariance
 :mod:`~transformer_pde.bures` and :mod:`~transformer_pde.meanfield` use them).
 """
 
+from __future__ import annotations
+
+from collections.abc import Callable
+
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from scipy.linalg import expm
 
 
-def exponential(V):
+def exponential(V: NDArray[np.float64]) -> Callable[[float], NDArray[np.float64]]:
     r"""A function ``t -> e^{tV}`` for a constant square ``V``, cheap to call repeatedly.
 
     Diagonal ``V``: the exact exponentials of the diagonal. Diagonalisable ``V`` with a
@@ -39,16 +44,18 @@ def exponential(V):
     return lambda t: expm(t * V)
 
 
-def psd_sqrt(S):
+def psd_sqrt(S: ArrayLike) -> NDArray[np.float64]:
     r"""Symmetric square root :math:`S^{1/2}` of a symmetric PSD matrix (eigenvalues clipped at 0).
     """
+    S = np.asarray(S, dtype=np.float64)
     lam, U = np.linalg.eigh(0.5 * (S + S.T))
     R = (U * np.sqrt(np.clip(lam, 0.0, None))) @ U.T
     return 0.5 * (R + R.T)
 
 
-def numerical_rank(Sigma, rel_tol=1e-3):
+def numerical_rank(Sigma: ArrayLike, rel_tol: float = 1e-3) -> int:
     r"""Number of eigenvalues of the PSD matrix ``Sigma`` above ``rel_tol`` times the largest."""
+    Sigma = np.asarray(Sigma, dtype=np.float64)
     lam = np.linalg.eigvalsh(0.5 * (Sigma + Sigma.T))
     if lam[-1] <= 0:
         return 0

@@ -24,9 +24,13 @@ Gaussian solution of the Transformer PDE (Castin et al., 2025), has at least thi
 :math:`L^2(\mu)` norm, with equality iff :math:`M` is symmetric.
 """
 
-from typing import NamedTuple
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from scipy.linalg import solve_continuous_lyapunov
 
 from . import _checks
@@ -37,7 +41,8 @@ __all__ = ["wasserstein2", "tangent_matrix", "metric_speed", "field_norm", "Chor
            "chord_and_length"]
 
 
-def wasserstein2(alpha1, Sigma1, alpha2, Sigma2):
+def wasserstein2(alpha1: ArrayLike, Sigma1: ArrayLike, alpha2: ArrayLike,
+                 Sigma2: ArrayLike) -> float:
     r"""The 2-Wasserstein distance between two Gaussian measures.
 
     .. math::
@@ -61,7 +66,7 @@ def wasserstein2(alpha1, Sigma1, alpha2, Sigma2):
     return float(np.sqrt(max(w2, 0.0)))
 
 
-def tangent_matrix(Sigma, dSigma):
+def tangent_matrix(Sigma: ArrayLike, dSigma: ArrayLike) -> NDArray[np.float64]:
     r"""The symmetric :math:`S` with :math:`S\Sigma + \Sigma S = \dot\Sigma`, for Sigma > 0.
 
     The linear part of the tangent (gradient) velocity field :math:`x \mapsto S(x - \alpha)`
@@ -80,7 +85,7 @@ def tangent_matrix(Sigma, dSigma):
     return 0.5 * (S + S.T)
 
 
-def metric_speed(dalpha, Sigma, dSigma):
+def metric_speed(dalpha: ArrayLike, Sigma: ArrayLike, dSigma: ArrayLike) -> float:
     r"""Metric speed :math:`|\dot\mu|_{W_2}` of a Gaussian curve through :math:`(\alpha, \Sigma)`.
 
     .. math::
@@ -102,7 +107,7 @@ def metric_speed(dalpha, Sigma, dSigma):
     return float(np.sqrt(dalpha @ dalpha + np.trace(S @ Sigma @ S)))
 
 
-def field_norm(M, b, alpha, Sigma):
+def field_norm(M: ArrayLike, b: ArrayLike, alpha: ArrayLike, Sigma: ArrayLike) -> float:
     r"""The :math:`L^2(\mu)` norm of the affine field :math:`v(x) = Mx + b` on
     :math:`\mu = \mathcal N(\alpha, \Sigma)`.
 
@@ -134,8 +139,9 @@ class ChordAndLength(NamedTuple):
     rounding: float  # bound on the rounding error of defect
 
 
-def chord_and_length(rhs, alpha, Sigma, h, *, args=(), speed=metric_speed, nodes=8,
-                     rtol=1e-13, atol=1e-15):
+def chord_and_length(rhs: Callable[..., Any], alpha: ArrayLike, Sigma: ArrayLike, h: float, *,
+                     args: tuple = (), speed: Callable[..., Any] = metric_speed, nodes: int = 8,
+                     rtol: float = 1e-13, atol: float = 1e-15) -> ChordAndLength:
     r"""The chord :math:`W_2(\mu(0), \mu(h))` and the length of a Gaussian solution over
     :math:`[0, h]`.
 

@@ -29,7 +29,10 @@ the start under which token 2 never reaches token 1 (a *leader*), so the tokens 
 a single cluster.
 """
 
+from __future__ import annotations
+
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from scipy.special import exp1
 
 from . import _checks, attention, dynamics, sphere
@@ -44,7 +47,8 @@ def _unit(x, name):
     return x
 
 
-def pair_distance_bound(A, x1, x2, times):
+def pair_distance_bound(A: ArrayLike, x1: ArrayLike, x2: ArrayLike,
+                        times: ArrayLike) -> NDArray[np.float64]:
     r"""Upper bound on :math:`|x_2(t) - x_1|` for the causal dynamics on the sphere, any A.
 
     .. math::
@@ -86,7 +90,7 @@ def pair_distance_bound(A, x1, x2, times):
     return np.minimum(dist0, 2 * np.tan(theta0 / 2) * np.exp(-p * t))
 
 
-def pair_rate_band(A, delta):
+def pair_rate_band(A: ArrayLike, delta: float) -> tuple[float, float]:
     r"""Interval of the decay rate of :math:`|x_2 - x_1|` while :math:`|x_2 - x_1| \le \delta`.
 
     .. math::
@@ -111,8 +115,9 @@ def pair_rate_band(A, delta):
     return float((1 - delta**2 / 4) / (1 + np.exp(a))), float(1 / (1 + np.exp(-a)))
 
 
-def pair_decay(A, X0, times, trajectory=None, *, below=1e-8, t_max=1e4, rtol=1e-11,
-               atol=1e-13):
+def pair_decay(A: ArrayLike, X0: ArrayLike, times: ArrayLike, trajectory: ArrayLike | None = None,
+               *, below: float = 1e-8, t_max: float = 1e4, rtol: float = 1e-11,
+               atol: float = 1e-13) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     r"""Sampled :math:`|x_2(t) - x_1(t)|` of the causal sphere dynamics until it is below ``below``.
 
     Tokens 1 and 2 of the masked dynamics on the sphere (:math:`V = I`, Karagodin, Polyanskiy
@@ -154,7 +159,7 @@ def pair_decay(A, X0, times, trajectory=None, *, below=1e-8, t_max=1e4, rtol=1e-
     return np.concatenate(ts), np.concatenate(dists)
 
 
-def leader_pair_bound(A, z1, z2):
+def leader_pair_bound(A: ArrayLike, z1: ArrayLike, z2: ArrayLike) -> tuple[bool, float]:
     r"""A start for which token 2 of the rescaled causal dynamics never reaches token 1.
 
     In :math:`\dot z_2 = P_{21}(t)(z_1 - z_2)`, :math:`P_{21}(t) = 1/(1 + e^{e^{2t} D})`,

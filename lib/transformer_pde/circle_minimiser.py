@@ -40,9 +40,12 @@ at the end; the energy, which depends on the coefficients only through a rapidly
 sum, is accurate to rounding.
 """
 
+from __future__ import annotations
+
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import _checks
 
@@ -187,7 +190,8 @@ class CircleMinimiser:
         return float(max(np.max(np.abs(right - F)), np.max(np.abs(right - w - F))))
 
 
-def circle_minimiser(beta, D, *, modes=None, tol=1e-17, dps=None):
+def circle_minimiser(beta: float, D: ArrayLike, *, modes: int | None = None,
+                     tol: float = 1e-17, dps: int | None = None) -> CircleMinimiser:
     r"""The measure on :math:`\mathbb S^1` whose potential is constant, for :math:`D \succ 0`.
 
     Solves the linear system of the module notes for the even Fourier coefficients

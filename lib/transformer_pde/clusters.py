@@ -12,7 +12,10 @@ together (:func:`integrate_draws`), and the time stepping of the authors' public
 which is explicit Euler (:func:`scripts_scheme`).
 """
 
+from __future__ import annotations
+
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from scipy.sparse.csgraph import connected_components
 from scipy.spatial import ConvexHull
 from scipy.spatial.distance import cdist
@@ -34,7 +37,7 @@ __all__ = [
 ]
 
 
-def group(Z, tol):
+def group(Z: ArrayLike, tol: float) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     r"""Single-linkage groups of tokens: the connected components of :math:`|z_i - z_j| \le tol`.
 
     Two tokens share a label when a chain of tokens, each at distance at most ``tol`` from
@@ -71,7 +74,8 @@ def group(Z, tol):
     return labels.astype(int), centres
 
 
-def affine_frame(points, *, rtol=1e-10):
+def affine_frame(points: ArrayLike, *,
+                 rtol: float = 1e-10) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     r"""An orthonormal frame of the affine hull of ``points``.
 
     Returns ``(origin, basis)`` with ``origin`` the mean of the points and ``basis`` of shape
@@ -90,7 +94,7 @@ def affine_frame(points, *, rtol=1e-10):
     return origin, Vt[:r]
 
 
-def polytope_vertices(points, *, rtol=1e-10):
+def polytope_vertices(points: ArrayLike, *, rtol: float = 1e-10) -> NDArray[np.int64]:
     r"""Indices of the points that are vertices of :math:`\operatorname{conv}\{p_i\}`.
 
     Works in any dimension: the points are first expressed in an orthonormal frame of their
@@ -121,7 +125,7 @@ def polytope_vertices(points, *, rtol=1e-10):
     return np.sort(first[hull.vertices])
 
 
-def hull_polygon(points, *, rtol=1e-10):
+def hull_polygon(points: ArrayLike, *, rtol: float = 1e-10) -> NDArray[np.float64]:
     r"""The boundary of the convex hull of planar points, as a closed polygon.
 
     Returns the vertices of :math:`\operatorname{conv}\{p_i\}` (see
@@ -139,7 +143,7 @@ def hull_polygon(points, *, rtol=1e-10):
     return np.vstack([V, V[:1]])
 
 
-def hull_volume(points, *, rtol=1e-10):
+def hull_volume(points: ArrayLike, *, rtol: float = 1e-10) -> float:
     r"""The :math:`d`-dimensional volume of :math:`\operatorname{conv}\{p_i\}` (area in 2-D).
 
     Zero for a set contained in a proper affine subspace (e.g. collinear points in 2-D).
@@ -154,7 +158,7 @@ def hull_volume(points, *, rtol=1e-10):
     return float(ConvexHull(P).volume)
 
 
-def in_hull(points, hull_points, *, tol=1e-10):
+def in_hull(points: ArrayLike, hull_points: ArrayLike, *, tol: float = 1e-10) -> NDArray[np.bool_]:
     r"""Whether each of ``points`` lies in :math:`\operatorname{conv}\{q_k\}` of ``hull_points``.
 
     A point counts as inside when it is within ``tol`` of the affine hull of the
@@ -186,7 +190,8 @@ def in_hull(points, hull_points, *, tol=1e-10):
     return off & np.all(coords @ eq[:, :-1].T + eq[:, -1] <= tol, axis=1)
 
 
-def rescaled_attention_matrix(Z, t, A, V):
+def rescaled_attention_matrix(Z: ArrayLike, t: float, A: ArrayLike,
+                              V: ArrayLike) -> NDArray[np.float64]:
     r"""The attention matrix :math:`P(t)` of :math:`x_i = e^{tV} z_i`, computed from :math:`z`.
 
     .. math::
@@ -208,7 +213,9 @@ def rescaled_attention_matrix(Z, t, A, V):
     return attention.softmax_matrix(Z, E.T @ A @ E)
 
 
-def integrate_draws(Z0, times, A, V, *, method="DOP853", rtol=1e-10, atol=1e-12):
+def integrate_draws(Z0: ArrayLike, times: ArrayLike, A: ArrayLike, V: ArrayLike, *,
+                    method: str = "DOP853", rtol: float = 1e-10,
+                    atol: float = 1e-12) -> NDArray[np.float64]:
     r"""Several independent runs of the rescaled dynamics, integrated as one system.
 
     Each of the ``k`` configurations ``Z0[r]`` (``n`` tokens) follows
@@ -268,7 +275,8 @@ def _increment(config, i, P, V, h):
     return h * (P[i] @ (config - config[i])) @ V.T
 
 
-def scripts_scheme(Z0, times, A, V):
+def scripts_scheme(Z0: ArrayLike, times: ArrayLike, A: ArrayLike,
+                   V: ArrayLike) -> NDArray[np.float64]:
     r"""The time stepping of the public scripts of Geshkovski et al. (2023), transcribed.
 
     On each step :math:`[t_l, t_l + h]` the scripts compute the attention matrix with the
@@ -317,7 +325,7 @@ def scripts_scheme(Z0, times, A, V):
     return traj
 
 
-def leaders(P, tol):
+def leaders(P: ArrayLike, tol: float) -> NDArray[np.int64]:
     r"""Leaders of ``P``: the sorted :math:`j` with :math:`P_{ij} > 1 - tol` for some :math:`i`.
 
     When the attention matrix of the clustering dynamics becomes Boolean, each token attends
@@ -329,7 +337,7 @@ def leaders(P, tol):
     return np.flatnonzero(np.any(P > 1.0 - tol, axis=0)).astype(int)
 
 
-def is_boolean(P, tol):
+def is_boolean(P: ArrayLike, tol: float) -> bool:
     r"""Whether every row of ``P`` is within ``tol`` of a standard basis row.
 
     .. math::

@@ -42,10 +42,15 @@ local order by at most :math:`\nu(L) = (\delta/e(L) + \delta/e(2L))/\ln 2` to fi
 :math:`B(L)`.
 """
 
+from __future__ import annotations
+
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 __all__ = ["local_orders", "order_bounds", "SettledOrder", "settle_order"]
 
@@ -66,7 +71,7 @@ def _floor(floor):
     return floor
 
 
-def local_orders(errors):
+def local_orders(errors: ArrayLike) -> NDArray[np.float64]:
     r"""Local orders :math:`p_k = \log_2(e_k / e_{k+1})` of errors at depths :math:`L_0 2^k`.
 
     Parameters
@@ -82,7 +87,7 @@ def local_orders(errors):
     return np.log2(e[:-1] / e[1:])
 
 
-def order_bounds(errors, *, floor=0.0):
+def order_bounds(errors: ArrayLike, *, floor: float = 0.0) -> NDArray[np.float64]:
     r"""The bounds :math:`B_k` on :math:`\lvert p_k - q\rvert` of the module's expansion.
 
     .. math::
@@ -165,8 +170,9 @@ class SettledOrder:
         return float(self.bounds[-1])
 
 
-def settle_order(error_at, order, *, first_depth=8, max_depth=4096, floor=0.0,
-                 max_bound=0.15, min_signal=10.0):
+def settle_order(error_at: Callable[[int], Any], order: int, *, first_depth: int = 8,
+                 max_depth: int = 4096, floor: float = 0.0, max_bound: float = 0.15,
+                 min_signal: float = 10.0) -> SettledOrder:
     r"""Double the depth until the local order is within its bound of ``order``.
 
     Starting from ``first_depth``, the error :math:`e(L)` is computed at doubled depths, and

@@ -16,17 +16,23 @@ nothing is set). A reader chooses, for instance::
         ...
 """
 
+from __future__ import annotations
+
 import math
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 from joblib import Parallel, delayed
+from numpy.typing import ArrayLike, NDArray
 
 from . import _checks, _progress
 
 __all__ = ["map_keys", "bootstrap"]
 
 
-def map_keys(task, keys, *args, block=1, n_jobs=None, progress=None, **kwargs):
+def map_keys(task: Callable[..., Any], keys: Sequence[Any], *args: Any, block: int = 1,
+             n_jobs: int | None = None, progress: bool | None = None, **kwargs: Any) -> list[Any]:
     r"""``[task(key, *args, **kwargs) for key in keys]``, through :class:`joblib.Parallel`.
 
     Consecutive keys are grouped ``block`` at a time into one joblib task (short tasks cost
@@ -71,7 +77,8 @@ def _replicates(statistic, samples, seed, replicates):
     return out
 
 
-def bootstrap(statistic, samples, n_boot, seed, *, n_jobs=None):
+def bootstrap(statistic: Callable[..., Any], samples: Sequence[ArrayLike], n_boot: int,
+              seed: int | Sequence[int], *, n_jobs: int | None = None) -> NDArray[np.float64]:
     r"""Bootstrap replicates :math:`T(S_1^{*b}, \dots, S_K^{*b})`, :math:`b = 0, \dots, B-1`.
 
     Each sample :math:`S_k` (an array whose first axis holds independent draws) is

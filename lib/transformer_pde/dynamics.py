@@ -12,9 +12,14 @@ value stops being finite, integration stops and :class:`BlowUpError` reports the
 reason and the trajectory up to the last recorded time.
 """
 
+from __future__ import annotations
+
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from scipy.integrate import BDF, DOP853, LSODA, RK23, RK45, Radau
 from scipy.optimize import brentq
 
@@ -63,7 +68,7 @@ class BlowUpError(RuntimeError):
         self.trajectory = np.asarray(trajectory)
 
 
-def attention_field(attention, /, **params):
+def attention_field(attention: Callable[..., Any], /, **params: Any) -> Callable[..., Any]:
     r"""The field ``(t, X) -> attention(X, **params_at_t)`` of an attention variant.
 
     Each keyword whose value is callable is treated as a time-dependent parameter and
@@ -198,8 +203,9 @@ def _adaptive(field, X0, t, method, max_step, radius, rtol, atol):
     return np.stack(traj)
 
 
-def integrate(field, X0, times, *, method="DOP853", max_step=None, rtol=1e-9, atol=1e-12,
-              blowup_radius=1e8):
+def integrate(field: Callable[..., Any], X0: ArrayLike, times: ArrayLike, *, method: str = "DOP853",
+              max_step: float | None = None, rtol: float = 1e-9, atol: float = 1e-12,
+              blowup_radius: float = 1e8) -> NDArray[np.float64]:
     r"""Solve :math:`\dot X = \text{field}(t, X)` from ``X0`` at ``times[0]``.
 
     Parameters
@@ -242,7 +248,8 @@ def integrate(field, X0, times, *, method="DOP853", max_step=None, rtol=1e-9, at
                      f"got {method!r}")
 
 
-def residual_stack(field, X0, T, L):
+def residual_stack(field: Callable[..., Any], X0: ArrayLike, T: float,
+                   L: int) -> NDArray[np.float64]:
     r"""Outputs of a residual network of depth ``L``.
 
     .. math::
@@ -258,7 +265,7 @@ def residual_stack(field, X0, T, L):
     return integrate(field, X0, np.linspace(0.0, T, L + 1), method="euler")
 
 
-def rescale(trajectory, times, V):
+def rescale(trajectory: ArrayLike, times: ArrayLike, V: ArrayLike) -> NDArray[np.float64]:
     r"""Rescaled tokens :math:`z_i(t) = e^{-tV} x_i(t)` (Geshkovski et al., 2023).
 
     ``trajectory`` has shape ``(k, n, d)`` at ``times`` (shape ``(k,)``); ``V`` is constant.
@@ -278,7 +285,8 @@ def rescale(trajectory, times, V):
     return np.stack([x @ exp_V(-tk).T for tk, x in zip(t, traj, strict=True)])
 
 
-def rescaled_field(field, V, *, A=None):
+def rescaled_field(field: Callable[..., Any], V: ArrayLike, *,
+                   A: ArrayLike | None = None) -> Callable[..., Any]:
     r"""The velocity field of the rescaled tokens :math:`z = e^{-tV} x`.
 
     .. math::

@@ -8,9 +8,12 @@ errors from every draw at once, with a standard error whose law is nearly Studen
 the errors themselves are heavy-tailed.
 """
 
+from __future__ import annotations
+
 from typing import NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 __all__ = ["PowerLawFit", "fit_power_law", "JackknifeExponent", "jackknife_exponent",
            "JackknifeDifference", "jackknife_difference", "LogErrorRate", "log_error_rate"]
@@ -27,7 +30,7 @@ class PowerLawFit(NamedTuple):
         return self.prefactor * np.asarray(x, dtype=np.float64) ** self.exponent
 
 
-def fit_power_law(x, y):
+def fit_power_law(x: ArrayLike, y: ArrayLike) -> PowerLawFit:
     r"""Fit :math:`y = C x^p` by least squares on :math:`(\log x, \log y)`.
 
     Returns a :class:`PowerLawFit` ``(exponent, prefactor, stderr)``; ``x`` and ``y`` must be
@@ -63,7 +66,7 @@ class JackknifeExponent(NamedTuple):
     leave_one_out: np.ndarray
 
 
-def jackknife_exponent(x, Y):
+def jackknife_exponent(x: ArrayLike, Y: ArrayLike) -> JackknifeExponent:
     r"""Exponent of :math:`y \approx C x^p` fitted to replicates, with its jackknife error.
 
     ``Y`` has shape ``(S, m)``: row ``s`` holds replicate ``s`` (e.g. the ``s``-th text
@@ -115,7 +118,8 @@ class JackknifeDifference(NamedTuple):
     stderr: float
 
 
-def jackknife_difference(first, second):
+def jackknife_difference(first: JackknifeExponent,
+                         second: JackknifeExponent) -> JackknifeDifference:
     r"""Difference :math:`\hat p_2 - \hat p_1` of two jackknifed exponents, with its error.
 
     ``first`` and ``second`` are :class:`JackknifeExponent` results of
@@ -169,7 +173,7 @@ class LogErrorRate(NamedTuple):
         return (self.exponent - float(exponent)) / self.stderr
 
 
-def log_error_rate(sizes, squared_errors):
+def log_error_rate(sizes: ArrayLike, squared_errors: ArrayLike) -> LogErrorRate:
     r"""Exponent :math:`p` of random errors :math:`\varepsilon_n \approx C n^{p}` from the
     logarithms of every draw.
 

@@ -18,9 +18,12 @@ exponential: :math:`\langle x, Dy\rangle^k` is the inner product of
 :func:`transformer_pde.sphere.energy_mirror_descent` is the iterative alternative.
 """
 
+from __future__ import annotations
+
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import nnls
 
 from . import _checks, _sphere
@@ -58,7 +61,8 @@ class GridMinimum(tuple):
     gap = property(lambda self: self[2])
 
 
-def energy_nnls(Y, beta=1.0, D=None, *, maxiter=None):
+def energy_nnls(Y: ArrayLike, beta: float = 1.0, D: ArrayLike | None = None, *,
+                maxiter: int | None = None) -> tuple[NDArray[np.float64], float, float]:
     r"""Exact minimiser of the energy over the weights on the points ``Y`` (:math:`D \succeq 0`).
 
     With :math:`K = B^\top B` (:math:`B` the symmetric square root of the positive
@@ -90,7 +94,8 @@ def energy_nnls(Y, beta=1.0, D=None, *, maxiter=None):
     return GridMinimum(w, float(0.5 * w @ g), float(w @ g - g.min()))
 
 
-def energy_gap(Y, weights, beta=1.0, D=None):
+def energy_gap(Y: ArrayLike, weights: ArrayLike, beta: float = 1.0,
+               D: ArrayLike | None = None) -> float:
     r"""Frank-Wolfe gap :math:`\langle\nabla E(w), w\rangle - \min_k \partial_k E(w)`.
 
     For :math:`E(w) = \frac{1}{2\beta}w^\top Kw` on the simplex (points ``Y``), with
@@ -103,7 +108,8 @@ def energy_gap(Y, weights, beta=1.0, D=None):
     return float(w @ g - g.min())
 
 
-def moment_tensor(Y, weights, k, D=None):
+def moment_tensor(Y: ArrayLike, weights: ArrayLike, k: int,
+                  D: ArrayLike | None = None) -> NDArray[np.float64]:
     r"""Moment tensor :math:`m_k = \sum_i w_i (D^{1/2}y_i)^{\otimes k}`, flattened.
 
     :math:`D^{1/2}` is the symmetric square root of :math:`D \succeq 0` (identity by default).
@@ -125,7 +131,7 @@ def moment_tensor(Y, weights, k, D=None):
     return T.sum(axis=0)
 
 
-def moment_bound(gap, beta, k):
+def moment_bound(gap: float, beta: float, k: int) -> float:
     r"""Bound on :math:`|m_k(\mu) - m_k(\mu^*)|` from an energy gap, for :math:`D \succeq 0`.
 
     If :math:`\mu^*` minimises the energy over a convex set of measures containing

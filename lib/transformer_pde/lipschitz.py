@@ -34,9 +34,13 @@ a pair ``(Q, K)`` of ``(k, d)`` arrays with :math:`A = K^\top Q`, and ``V`` eith
 :math:`\le 3k`-dimensional input subspace a single head actually sees.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from scipy.sparse.linalg import LinearOperator, eigsh
 
 from . import _checks, _lanczos
@@ -70,7 +74,8 @@ __all__ = [
 # Jacobian-vector products
 # --------------------------------------------------------------------------------------
 
-def jvp(X, A, V, E, *, causal=False, weights=None):
+def jvp(X: ArrayLike, A: ArrayLike, V: ArrayLike, E: ArrayLike, *, causal: bool = False,
+        weights: ArrayLike | None = None) -> NDArray[np.float64]:
     r"""Jacobian-vector product :math:`D_X f(E)` of softmax self-attention.
 
     .. math::
@@ -105,7 +110,8 @@ def jvp(X, A, V, E, *, causal=False, weights=None):
     return _apply_jvp(lin, _check_direction(E, X.shape, "E"))
 
 
-def vjp(X, A, V, G, *, causal=False, weights=None):
+def vjp(X: ArrayLike, A: ArrayLike, V: ArrayLike, G: ArrayLike, *, causal: bool = False,
+        weights: ArrayLike | None = None) -> NDArray[np.float64]:
     r"""Transposed Jacobian product :math:`(D_X f)^\top G` of softmax self-attention.
 
     With :math:`\bar g_i = V^\top g_i`, :math:`\bar S_{ij} = P_{ij}\big(\langle \bar g_i,
@@ -126,7 +132,8 @@ def vjp(X, A, V, G, *, causal=False, weights=None):
     return _apply_vjp(lin, _check_direction(G, (X.shape[0], p), "G"))
 
 
-def jvp_multihead(X, As, Vs, E, *, causal=False, weights=None):
+def jvp_multihead(X: ArrayLike, As: ArrayLike, Vs: ArrayLike, E: ArrayLike, *, causal: bool = False,
+                  weights: ArrayLike | None = None) -> NDArray[np.float64]:
     r"""Jacobian-vector product of multi-head attention :math:`f = \sum_h f^{(h)}`.
 
     .. math::
@@ -142,7 +149,8 @@ def jvp_multihead(X, As, Vs, E, *, causal=False, weights=None):
     return _apply_jvp(lin, _check_direction(E, X.shape, "E"))
 
 
-def vjp_multihead(X, As, Vs, G, *, causal=False, weights=None):
+def vjp_multihead(X: ArrayLike, As: ArrayLike, Vs: ArrayLike, G: ArrayLike, *, causal: bool = False,
+                  weights: ArrayLike | None = None) -> NDArray[np.float64]:
     r"""Transposed Jacobian product :math:`\sum_h (D_X f^{(h)})^\top G` of multi-head attention.
 
     Arguments as in :func:`jvp_multihead`; ``G`` has shape ``(n, p)``.
@@ -152,7 +160,8 @@ def vjp_multihead(X, As, Vs, G, *, causal=False, weights=None):
     return _apply_vjp(lin, _check_direction(G, (X.shape[0], p), "G"))
 
 
-def jacobian_matrix(X, A, V, *, causal=False, weights=None):
+def jacobian_matrix(X: ArrayLike, A: ArrayLike, V: ArrayLike, *, causal: bool = False,
+                    weights: ArrayLike | None = None) -> NDArray[np.float64]:
     r"""The dense Jacobian :math:`D_X f` as an ``(n p, n d)`` matrix (row-major tokens).
 
     Built column by column from :func:`jvp`; :math:`O(n^3 d^2)` time and :math:`O(n^2 d p)`
@@ -162,7 +171,8 @@ def jacobian_matrix(X, A, V, *, causal=False, weights=None):
     return _dense(lin, *X.shape)
 
 
-def jacobian_matrix_multihead(X, As, Vs, *, causal=False, weights=None):
+def jacobian_matrix_multihead(X: ArrayLike, As: ArrayLike, Vs: ArrayLike, *, causal: bool = False,
+                              weights: ArrayLike | None = None) -> NDArray[np.float64]:
     """Dense Jacobian of multi-head attention (see :func:`jacobian_matrix`)."""
     X, lin = _prepare(X, As, Vs, causal, weights, multi=True)
     return _dense(lin, *X.shape)
@@ -186,8 +196,11 @@ class LipschitzResult(NamedTuple):
     matvecs: int
 
 
-def local_lipschitz(X, A, V, *, causal=False, weights=None, tol=1e-6, return_vectors=False,
-                    v0=None, seed=0, ncv=10, maxiter=None, method="lanczos"):
+def local_lipschitz(X: ArrayLike, A: ArrayLike, V: ArrayLike, *, causal: bool = False,
+                    weights: ArrayLike | None = None, tol: float = 1e-6,
+                    return_vectors: bool = False, v0: ArrayLike | None = None,
+                    seed: int | Sequence[int] = 0, ncv: int = 10, maxiter: int | None = None,
+                    method: str = "lanczos") -> float | LipschitzResult:
     r"""Local Lipschitz constant :math:`\mathrm{Lip}_X(f) = \|D_X f\|_2` of self-attention.
 
     .. math::
@@ -276,9 +289,12 @@ def local_lipschitz(X, A, V, *, causal=False, weights=None, tol=1e-6, return_vec
                             maxiter, method)
 
 
-def local_lipschitz_multihead(X, As, Vs, *, causal=False, weights=None, tol=1e-6,
-                              return_vectors=False, v0=None, seed=0, ncv=10, maxiter=None,
-                              method="lanczos"):
+def local_lipschitz_multihead(X: ArrayLike, As: ArrayLike, Vs: ArrayLike, *, causal: bool = False,
+                              weights: ArrayLike | None = None, tol: float = 1e-6,
+                              return_vectors: bool = False, v0: ArrayLike | None = None,
+                              seed: int | Sequence[int] = 0, ncv: int = 10,
+                              maxiter: int | None = None,
+                              method: str = "lanczos") -> float | LipschitzResult:
     r"""Local Lipschitz constant :math:`\|D_X f\|_2` of multi-head attention :math:`\sum_h f^{(h)}`.
 
     Heads as in :func:`jvp_multihead`; method and options as in :func:`local_lipschitz`.
@@ -296,7 +312,8 @@ def _released(lin, X):
     return float(np.sqrt(np.linalg.norm(_apply_vjp(lin, fX))))
 
 
-def released_code_estimator(X, A, V, *, causal=False, weights=None):
+def released_code_estimator(X: ArrayLike, A: ArrayLike, V: ArrayLike, *, causal: bool = False,
+                            weights: ArrayLike | None = None) -> float:
     r"""What the public code of Castin, Ablin and Peyré (2024) returns.
 
     .. math::
@@ -316,7 +333,9 @@ def released_code_estimator(X, A, V, *, causal=False, weights=None):
     return _released(lin, X)
 
 
-def released_code_estimator_multihead(X, As, Vs, *, causal=False, weights=None):
+def released_code_estimator_multihead(X: ArrayLike, As: ArrayLike, Vs: ArrayLike, *,
+                                      causal: bool = False,
+                                      weights: ArrayLike | None = None) -> float:
     r""":func:`released_code_estimator` for multi-head attention :math:`\sum_h f^{(h)}`."""
     X, lin = _prepare(X, As, Vs, causal, weights, multi=True)
     return _released(lin, X)
@@ -345,7 +364,8 @@ def _token_counts(n, minimum=1):
     return n.astype(np.float64)
 
 
-def theorem1_upper_bound(A, V, R, n):
+def theorem1_upper_bound(A: ArrayLike, V: ArrayLike, R: ArrayLike,
+                         n: int) -> float | NDArray[np.float64]:
     r"""Theorem 1 of Castin, Ablin and Peyré (2024): for :math:`X \in B_R^n`,
 
     .. math::
@@ -362,7 +382,7 @@ def theorem1_upper_bound(A, V, R, n):
     return np.sqrt(3.0) * v * np.sqrt(a**2 * R**4 * (4 * n + 1) + n)
 
 
-def geshkovski_upper_bound(A, V, R):
+def geshkovski_upper_bound(A: ArrayLike, V: ArrayLike, R: float) -> float:
     r"""The :math:`n`-independent bound of Geshkovski et al. (2024), quoted by Castin et al. (2024).
 
     .. math::
@@ -374,7 +394,7 @@ def geshkovski_upper_bound(A, V, R):
     return v * (1 + 3 * a * R**2) * np.exp(2 * a * R**2)
 
 
-def theorem1_lower_bound(n, R, gamma):
+def theorem1_lower_bound(n: int, R: float, gamma: float) -> float:
     r"""Theorem 1's lower bound for :math:`V = I_d` (Castin, Ablin and Peyré, 2024):
 
     .. math::
@@ -396,7 +416,7 @@ def _real_eigenpairs(A):
     return vals.real[real], vecs.real[:, real]
 
 
-def lower_bound_gamma(A):
+def lower_bound_gamma(A: ArrayLike) -> tuple[float, str, NDArray[np.float64]]:
     r"""The exponent :math:`\gamma = \max(\lambda_{\max}/8, -\lambda_{\min})` and its configuration.
 
     Over the real eigenvalues of ``A`` (``ValueError`` if there are none or ``d < 2``).
@@ -426,7 +446,8 @@ def lower_bound_gamma(A):
     return float(gamma), kind, u / np.linalg.norm(u)
 
 
-def adversarial_configuration(A, n, R):
+def adversarial_configuration(A: ArrayLike, n: int,
+                              R: float) -> tuple[NDArray[np.float64], float]:
     r"""The lower-bound configuration of Theorem 1 in :math:`B_R^n` and its :math:`\gamma`.
 
     :math:`X = (Ru, Ru/2, \dots, Ru/2)` with :math:`Au = \lambda_{\max}u` when
@@ -445,7 +466,7 @@ def adversarial_configuration(A, n, R):
     return X, gamma
 
 
-def adversarial_lower_bound(n, R, gamma):
+def adversarial_lower_bound(n: int, R: float, gamma: float) -> float:
     r"""A sharper lower bound at :func:`adversarial_configuration`, for :math:`V = I` (derived).
 
     .. math::
@@ -469,7 +490,7 @@ def adversarial_lower_bound(n, R, gamma):
 # the large-radius (hardmax) limit
 # --------------------------------------------------------------------------------------
 
-def hardmax_indices(X, A, *, causal=False):
+def hardmax_indices(X: ArrayLike, A: ArrayLike, *, causal: bool = False) -> NDArray[np.int64]:
     r"""Hardmax indices :math:`m_i = \operatorname{argmax}_j \langle A x_i, x_j\rangle`.
 
     Over :math:`j \le i` when ``causal``.
@@ -482,7 +503,8 @@ def hardmax_indices(X, A, *, causal=False):
     return np.argmax(S, axis=1)
 
 
-def hardmax_jvp(X, A, V, E, *, causal=False):
+def hardmax_jvp(X: ArrayLike, A: ArrayLike, V: ArrayLike, E: ArrayLike, *,
+                causal: bool = False) -> NDArray[np.float64]:
     r"""The large-radius limit of the Jacobian (Castin, Ablin and Peyré, 2024):
 
     .. math::
@@ -496,7 +518,8 @@ def hardmax_jvp(X, A, V, E, *, causal=False):
     return E[hardmax_indices(X, A, causal=causal)] @ V.T
 
 
-def hardmax_jacobian_norm(X, A, V, *, causal=False):
+def hardmax_jacobian_norm(X: ArrayLike, A: ArrayLike, V: ArrayLike, *,
+                          causal: bool = False) -> float:
     r"""Norm of the hardmax map: :math:`\|V\|_2 \sqrt{\max_j \#\{i : m_i = j\}}`.
 
     The map is :math:`M \otimes V` with :math:`M_{ij} = 1_{j = m_i}`, and

@@ -17,7 +17,12 @@ engine's kernels (:func:`transformer_pde.attention.softmax` with ``queries``) co
 outputs for :math:`n = 10^5` and beyond without an :math:`n \times n` array.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from . import _checks, attention
 
@@ -58,12 +63,13 @@ def _n(n):
     return n
 
 
-def critical_gamma(rho):
+def critical_gamma(rho: float) -> float:
     r"""The critical :math:`\gamma_c = 1/(1-\rho)` (Chen, Lin, Polyanskiy and Rigollet, 2025)."""
     return 1.0 / (1.0 - _rho(rho))
 
 
-def output_cosine(n, gamma, rho, *, sum_sq=None):
+def output_cosine(n: int, gamma: float, rho: float, *,
+                  sum_sq: float | None = None) -> float | NDArray[np.float64]:
     r"""Cosine of the outputs of two tokens that see the equiangular logits.
 
     .. math::
@@ -94,7 +100,7 @@ def output_cosine(n, gamma, rho, *, sum_sq=None):
     return out if out.ndim else float(out)
 
 
-def critical_limit(gamma, rho):
+def critical_limit(gamma: float, rho: float) -> float:
     r"""The limit of :func:`output_cosine` as :math:`n \to \infty`.
 
     .. math::
@@ -115,7 +121,7 @@ def critical_limit(gamma, rho):
     return out if out.ndim else float(out)
 
 
-def transition_profile(x, rho):
+def transition_profile(x: ArrayLike, rho: float) -> float | NDArray[np.float64]:
     r"""The shape of the transition, :math:`\Phi_\rho(x) = \rho(1+x)^2/(x^2 + 2\rho x + \rho)`.
 
     For :math:`n \to \infty` with :math:`x = k/n = n^{\gamma(1-\rho) - 1}` fixed,
@@ -133,7 +139,7 @@ def transition_profile(x, rho):
     return out if out.ndim else float(out)
 
 
-def profile_width(rho, level=0.1):
+def profile_width(rho: float, level: float = 0.1) -> float:
     r"""Width in :math:`\log x` of the transition: :math:`\log(x_+/x_-)`.
 
     :math:`x_\mp` are the points where :math:`\Phi_\rho` has covered the fractions ``level``
@@ -165,7 +171,7 @@ def profile_width(rho, level=0.1):
     return float(np.log(solve(level) / solve(1.0 - level)))
 
 
-def transition_width(n, rho, level=0.1):
+def transition_width(n: int, rho: float, level: float = 0.1) -> float:
     r"""Width in :math:`\gamma` of the transition of :func:`output_cosine` at size ``n``.
 
     The distance between the :math:`\gamma` at which the equiangular cosine has covered the
@@ -187,7 +193,8 @@ def transition_width(n, rho, level=0.1):
     return float(crossing(level) - crossing(1.0 - level))
 
 
-def probe_configuration(n, rho, d_bulk, rng):
+def probe_configuration(n: int, rho: float, d_bulk: int,
+                        rng: np.random.Generator) -> tuple[NDArray[np.float64], float]:
     r"""``n`` unit tokens of :math:`\mathbb R^{3 + d_b}`; tokens 0, 1 see equiangular logits.
 
     :math:`\theta_l = \sqrt\rho\,e_0 + \sqrt{1-\rho}\,g_l`, with :math:`g_0 = e_1`,
@@ -214,7 +221,7 @@ def probe_configuration(n, rho, d_bulk, rng):
     return X, float(S @ S)
 
 
-def probe_cosine(X, gamma, *, chunk_size=None):
+def probe_cosine(X: ArrayLike, gamma: float, *, chunk_size: int | None = None) -> float:
     r"""Cosine of the attention outputs of tokens 0 and 1 at :math:`\beta_n = \gamma\log n`.
 
     Calls :func:`transformer_pde.attention.softmax` with :math:`A = \beta_n I`,
@@ -230,7 +237,8 @@ def probe_cosine(X, gamma, *, chunk_size=None):
     return float(Y[0] @ Y[1] / (np.linalg.norm(Y[0]) * np.linalg.norm(Y[1])))
 
 
-def probe_sweep_task(key, rho, d_bulk, gammas):
+def probe_sweep_task(key: Sequence[int], rho: float, d_bulk: int,
+                     gammas: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     r"""One size of a sweep: :func:`probe_configuration` of ``n = key[-1]`` tokens drawn by
     ``default_rng(key)``, then :func:`probe_cosine` and the exact :func:`output_cosine` at
     each of ``gammas``.

@@ -25,7 +25,13 @@ allowed), atoms ``X`` (shape ``(n, d)``) and ``weights`` (shape ``(n,)``, non-ne
 summing to one; uniform by default).
 """
 
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from . import _checks, dynamics, transport
 
@@ -49,7 +55,8 @@ __all__ = [
 _BLOCK_ELEMENTS = 2**18
 
 
-def sequence_measure(X):
+def sequence_measure(X: ArrayLike
+                     ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
     r"""The measure :math:`\bar\mu = \frac1n \sum_{i=1}^n \delta_{(i/n,\, x_i)}` of a sequence.
 
     Castin, Ablin, Carrillo and Peyré (2025). Returns ``(positions, X, weights)`` with
@@ -60,8 +67,10 @@ def sequence_measure(X):
     return np.arange(1, n + 1) / n, X, np.full(n, 1.0 / n)
 
 
-def masked_velocity(positions, X, A, V, *, weights=None, queries=None, query_positions=None,
-                    chunk_size=None):
+def masked_velocity(positions: ArrayLike, X: ArrayLike, A: ArrayLike, V: ArrayLike, *,
+                    weights: ArrayLike | None = None, queries: ArrayLike | None = None,
+                    query_positions: ArrayLike | None = None,
+                    chunk_size: int | None = None) -> NDArray[np.float64]:
     r"""Second component of mean-field masked attention :math:`\Gamma_{\bar\mu}(s, x)`.
 
     .. math::
@@ -166,7 +175,9 @@ def masked_velocity(positions, X, A, V, *, weights=None, queries=None, query_pos
     return out
 
 
-def masked_field(positions, A, V, *, weights=None, chunk_size=None):
+def masked_field(positions: ArrayLike, A: ArrayLike, V: ArrayLike, *,
+                 weights: ArrayLike | None = None,
+                 chunk_size: int | None = None) -> Callable[..., Any]:
     r"""The field ``(t, X) -> masked_velocity(positions, X, A, V)`` of the masked dynamics.
 
     Since positions never move, the masked Transformer PDE
@@ -191,7 +202,8 @@ def masked_field(positions, A, V, *, weights=None, chunk_size=None):
     return field
 
 
-def masked_product_field(A, V, *, weights=None, chunk_size=None):
+def masked_product_field(A: ArrayLike, V: ArrayLike, *, weights: ArrayLike | None = None,
+                         chunk_size: int | None = None) -> Callable[..., Any]:
     r"""The full field :math:`\Gamma_{\bar\mu}` on states ``Z = [s | X]`` of shape ``(n, 1 + d)``.
 
     Returns ``(t, Z) -> [0 | masked_velocity(Z[:, 0], Z[:, 1:], A, V)]``: the velocity field
@@ -215,7 +227,7 @@ def masked_product_field(A, V, *, weights=None, chunk_size=None):
     return field
 
 
-def circle_curve(s):
+def circle_curve(s: ArrayLike) -> NDArray[np.float64]:
     r"""The closed curve :math:`m(s) = (\cos 2\pi s, \sin 2\pi s)`, shape ``(len(s), 2)``.
 
     A mean curve for :func:`sample_gaussian_sequence` and :func:`gaussian_sequence_field`.
@@ -234,7 +246,9 @@ def _mean_curve_values(mean_curve, s, name="mean_curve"):
     return M
 
 
-def sample_gaussian_sequence(n, mean_curve, sigma, rng):
+def sample_gaussian_sequence(n: int, mean_curve: Callable[..., Any], sigma: float,
+                             rng: np.random.Generator
+                             ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     r"""A sequence of ``n`` tokens :math:`x_i \sim \mathcal N(m(i/n), \sigma^2 I)`, independent.
 
     Its measure :math:`\bar\mu_n = \frac1n\sum_i \delta_{(i/n,\,x_i)}` is a sample of the law
@@ -253,7 +267,9 @@ def sample_gaussian_sequence(n, mean_curve, sigma, rng):
     return s, M + sigma * rng.standard_normal(M.shape)
 
 
-def gaussian_sequence_field(query_positions, queries, A, V, *, mean_curve, sigma, grid=20000):
+def gaussian_sequence_field(query_positions: ArrayLike, queries: ArrayLike, A: ArrayLike,
+                            V: ArrayLike, *, mean_curve: Callable[..., Any], sigma: float,
+                            grid: int = 20000) -> NDArray[np.float64]:
     r"""Mean-field masked attention of :math:`\bar\rho = ds\,\mathcal N(m(s),\sigma^2 I)(dy)`.
 
     For this law the Gaussian integrals
@@ -320,7 +336,8 @@ def gaussian_sequence_field(query_positions, queries, A, V, *, mean_curve, sigma
     return out
 
 
-def conditional_distance(positions, X, Y, *, weights=None, p=2):
+def conditional_distance(positions: ArrayLike, X: ArrayLike, Y: ArrayLike, *,
+                         weights: ArrayLike | None = None, p: float = 2) -> float:
     r"""Conditional Wasserstein distance of two measures with the same atoms' positions.
 
     For :math:`\bar\mu = \sum_j w_j\delta_{(\tau_j, x_j)}` and
@@ -367,7 +384,8 @@ def conditional_distance(positions, X, Y, *, weights=None, p=2):
     return total ** (1.0 / p)
 
 
-def masked_flow_map(positions, A, V, T, *, steps=10, weights=None):
+def masked_flow_map(positions: ArrayLike, A: ArrayLike, V: ArrayLike, T: float, *, steps: int = 10,
+                    weights: ArrayLike | None = None) -> Callable[..., Any]:
     r"""The time-``T`` map :math:`X_0 \mapsto X(T)` of the masked particle flow, by RK4.
 
     :math:`\dot x_i = \Gamma_{\bar\mu(t)}(\tau_i, x_i)` (:func:`masked_field`), integrated with
@@ -385,7 +403,9 @@ def masked_flow_map(positions, A, V, T, *, steps=10, weights=None):
     return flow
 
 
-def masked_flow_jacobian(positions, X0, A, V, T, *, steps=10, weights=None, h=1e-6):
+def masked_flow_jacobian(positions: ArrayLike, X0: ArrayLike, A: ArrayLike, V: ArrayLike, T: float,
+                         *, steps: int = 10, weights: ArrayLike | None = None,
+                         h: float = 1e-6) -> NDArray[np.float64]:
     r"""Jacobian :math:`J = \partial X(T)/\partial X_0` of :func:`masked_flow_map`, shape (nd, nd).
 
     Central differences :math:`J e_k \approx (\Phi(X_0 + h e_k) - \Phi(X_0 - h e_k))/(2h)`
@@ -410,8 +430,10 @@ def masked_flow_jacobian(positions, X0, A, V, T, *, steps=10, weights=None, h=1e
     return J
 
 
-def gaussian_sequence_field_variance(query_positions, queries, A, V, *, mean_curve, sigma,
-                                     grid=20000, independent_positions=False):
+def gaussian_sequence_field_variance(query_positions: ArrayLike, queries: ArrayLike, A: ArrayLike,
+                                     V: ArrayLike, *, mean_curve: Callable[..., Any], sigma: float,
+                                     grid: int = 20000,
+                                     independent_positions: bool = False) -> NDArray[np.float64]:
     r"""The limit :math:`c = \lim_n n\,\mathbb E|\Gamma_{\bar\mu_n} - \Gamma_{\bar\rho}|^2(s, x)`.
 
     For the sequences of :func:`sample_gaussian_sequence` (:math:`x_i \sim \mathcal N(m(i/n),
@@ -485,8 +507,9 @@ def gaussian_sequence_field_variance(query_positions, queries, A, V, *, mean_cur
     return out
 
 
-def gaussian_sequence_field_covariance(query_positions, queries, A, V, *, mean_curve, sigma,
-                                       grid=20000):
+def gaussian_sequence_field_covariance(query_positions: ArrayLike, queries: ArrayLike, A: ArrayLike,
+                                       V: ArrayLike, *, mean_curve: Callable[..., Any],
+                                       sigma: float, grid: int = 20000) -> NDArray[np.float64]:
     r"""Limit covariance of :math:`\sqrt n\,(\Gamma_{\bar\mu_n} - \Gamma_{\bar\rho})` at queries.
 
     For the sequences of :func:`sample_gaussian_sequence` and the law :math:`\bar\rho` of
@@ -601,7 +624,8 @@ def gaussian_sequence_field_covariance(query_positions, queries, A, V, *, mean_c
     return 0.5 * (C + C.T)  # symmetric up to rounding: make it exactly so
 
 
-def quadratic_form_mean_band(weights, count, false_alarm):
+def quadratic_form_mean_band(weights: ArrayLike, count: int,
+                             false_alarm: float) -> tuple[float, float]:
     r"""Band for the mean of ``count`` independent copies of :math:`Q = \sum_k \lambda_k \xi_k^2`.
 
     With :math:`\xi_k` independent standard normal, :math:`\lambda_k \ge 0` (``weights``),

@@ -23,7 +23,10 @@ Notation: :math:`u` is the unit eigenvector of the configuration, :math:`\Delta 
 :math:`\varepsilon_i = 1 - q_i`.
 """
 
+from __future__ import annotations
+
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from . import _checks, lipschitz
 
@@ -56,7 +59,7 @@ def _gamma(gamma):
     return gamma
 
 
-def special_first_weights(n, R, gamma):
+def special_first_weights(n: int, R: float, gamma: float) -> NDArray[np.float64]:
     r"""Weights :math:`q_i = 1/(1 + (i-1)e^{-2\gamma R^2})`, :math:`i = 2, \dots, n`.
 
     At the configurations of Castin, Ablin and Peyré (2024) with the special token first,
@@ -71,7 +74,7 @@ def special_first_weights(n, R, gamma):
     return 1.0 / (1.0 + (i - 1) * np.exp(-2.0 * gamma * R**2))
 
 
-def special_first_norm(n, R, gamma):
+def special_first_norm(n: ArrayLike, R: float, gamma: float) -> float | NDArray[np.float64]:
     r"""Exact :math:`\|D_X f^m(E)\|` for :math:`E = (u, 0, \dots, 0)`, special token first.
 
     .. math::
@@ -102,7 +105,7 @@ def _configuration(A):
     return gamma, kind
 
 
-def special_first_sqrt_n_gap(A, n, R):
+def special_first_sqrt_n_gap(A: ArrayLike, n: ArrayLike, R: float) -> float | NDArray[np.float64]:
     r"""Bound on :math:`|\mathrm{Lip}_X(f^m) - \sqrt n|`, special token first, :math:`V = I`.
 
     .. math::
@@ -130,7 +133,7 @@ def special_first_sqrt_n_gap(A, n, R):
     return float(out[0]) if ns.ndim == 0 else out
 
 
-def special_last_upper_bound(A, R):
+def special_last_upper_bound(A: ArrayLike, R: float) -> float:
     r"""Bound on :math:`\mathrm{Lip}_X(f^m)` with the special token last, independent of n.
 
     .. math::

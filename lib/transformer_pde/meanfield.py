@@ -26,9 +26,13 @@ the Transformer PDE of Castin, Ablin, Carrillo and Peyré, 2025; proposition
 :func:`error_summary` read exponents, means and medians off them.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from . import _checks, _progress
 from ._linalg import psd_sqrt
@@ -40,7 +44,7 @@ __all__ = ["interaction_strength", "softmax_weight_second_moment",
            "covariance_rate_influence", "covariance_rate_variance", "field_error_variance"]
 
 
-def interaction_strength(A, Sigma):
+def interaction_strength(A: ArrayLike, Sigma: ArrayLike) -> float:
     r"""The interaction strength :math:`\rho = \|\Sigma^{1/2} A \Sigma^{1/2}\|_2`.
 
     :math:`\langle Ax, y\rangle` for independent :math:`x, y \sim \mathcal N(\alpha, \Sigma)`
@@ -67,7 +71,7 @@ def interaction_strength(A, Sigma):
     return float(np.linalg.norm(S @ A @ S, 2))
 
 
-def softmax_weight_second_moment(A, alpha, Sigma):
+def softmax_weight_second_moment(A: ArrayLike, alpha: ArrayLike, Sigma: ArrayLike) -> float:
     r"""Second moment :math:`\mathbb E[e^{2\langle Ax, y\rangle}]`, :math:`x, y` i.i.d. Gaussian.
 
     With :math:`S = \Sigma^{1/2}`, :math:`B = SAS`, :math:`z = (u, w) \sim \mathcal N(0, I_{2d})`,
@@ -123,7 +127,7 @@ def softmax_weight_second_moment(A, alpha, Sigma):
 
 
 
-def normalised_weight_second_moment(A, alpha, Sigma):
+def normalised_weight_second_moment(A: ArrayLike, alpha: ArrayLike, Sigma: ArrayLike) -> float:
     r"""Second moment of the normalised softmax weight, :math:`\mathbb E_{x,y}[w(x,y)^2]`.
 
     For :math:`x, y \sim \mathcal N(\alpha, \Sigma)` independent, the weight that softmax
@@ -170,7 +174,7 @@ def normalised_weight_second_moment(A, alpha, Sigma):
         return float(np.exp(log_moment))
 
 
-def key_projection_second_moment(A, alpha, Sigma):
+def key_projection_second_moment(A: ArrayLike, alpha: ArrayLike, Sigma: ArrayLike) -> float:
     r"""Second moment of the mean normalised weight of a key, :math:`\mathbb E_y[\bar w(y)^2]`.
 
     .. math::
@@ -246,7 +250,9 @@ def key_projection_second_moment(A, alpha, Sigma):
         return float(np.exp(log_moment))
 
 
-def weight_tail_exponents(rho):
+def weight_tail_exponents(rho: ArrayLike) -> tuple[float | NDArray[np.float64],
+                                                  float | NDArray[np.float64],
+                                                  float | NDArray[np.float64]]:
     r"""Tail exponents of the softmax weights of Gaussian tokens at interaction strength ``rho``.
 
     For :math:`B = \rho I` (isotropic interaction, any :math:`d`), up to slower factors:
@@ -287,8 +293,10 @@ def _draw_errors(key, A, V, alpha, chol, SA, target, n):
 _PAIRS_PER_TASK = 2**24
 
 
-def meanfield_errors(A, V, alpha, Sigma, sizes, draws, seed, *, n_jobs=None,
-                     progress=None):
+def meanfield_errors(A: ArrayLike, V: ArrayLike, alpha: ArrayLike, Sigma: ArrayLike,
+                     sizes: ArrayLike, draws: int | Sequence[int], seed: int | Sequence[int], *,
+                     n_jobs: int | None = None, progress: bool | None = None
+                     ) -> tuple[list[NDArray[np.float64]], list[NDArray[np.float64]]]:
     r"""Errors of the softmax particle system against the Gaussian mean field at :math:`t = 0`.
 
     For each size :math:`n` and each draw, :math:`x_1, \dots, x_n \sim \mathcal N(\alpha,
@@ -377,8 +385,9 @@ def _local_slopes(log_n, errs, center):
     return 0.5 * np.diff(np.log([center(e) for e in errs])) / np.diff(log_n)
 
 
-def local_rms_slopes(sizes, squared_errors, *, n_boot=400, seed=0, center="mean",
-                     n_jobs=None):
+def local_rms_slopes(sizes: ArrayLike, squared_errors: ArrayLike, *, n_boot: int = 400,
+                     seed: int | Sequence[int] = 0, center: str = "mean",
+                     n_jobs: int | None = None) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     r"""Local exponents of a root-mean-square error between consecutive sample sizes.
 
     .. math::
@@ -418,7 +427,7 @@ class ErrorSummary(NamedTuple):
     max_over_median: np.ndarray  # largest draw divided by the median
 
 
-def error_summary(sizes, squared_errors):
+def error_summary(sizes: ArrayLike, squared_errors: ArrayLike) -> ErrorSummary:
     r"""Means, standard errors, medians and tail weight of squared errors, scaled by :math:`n`.
 
     For each size :math:`n_k` with draws :math:`e_{k1}, \dots, e_{kR_k}`:
@@ -453,7 +462,7 @@ class ScaledErrorTest(NamedTuple):
     z_rate: float  # (exponent + 1/2) / exponent_stderr
 
 
-def scaled_error_test(sizes, squared_errors, limit):
+def scaled_error_test(sizes: ArrayLike, squared_errors: ArrayLike, limit: float) -> ScaledErrorTest:
     r"""Is :math:`n\,\mathbb E\,e_n` flat at its linearised limit? Two distances in standard
     errors.
 
@@ -493,7 +502,10 @@ def scaled_error_test(sizes, squared_errors, limit):
                            float((fit.exponent + 0.5) / fit.stderr))
 
 
-def covariance_rate_influence(A, V, alpha, Sigma, Y):
+def covariance_rate_influence(A: ArrayLike, V: ArrayLike, alpha: ArrayLike, Sigma: ArrayLike,
+                              Y: ArrayLike
+                              ) -> tuple[NDArray[np.float64], NDArray[np.float64],
+                                         NDArray[np.float64]]:
     r"""Influence function of :math:`\mu \mapsto \dot\Sigma[\mu]` (softmax) at a Gaussian.
 
     The rate of the covariance of a measure under softmax attention is
@@ -561,7 +573,8 @@ def covariance_rate_influence(A, V, alpha, Sigma, Y):
     return base, tilt, log_Z
 
 
-def covariance_rate_variance(A, V, alpha, Sigma, *, radial=2000, angles=128, tail=60.0):
+def covariance_rate_variance(A: ArrayLike, V: ArrayLike, alpha: ArrayLike, Sigma: ArrayLike, *,
+                             radial: int = 2000, angles: int = 128, tail: float = 60.0) -> float:
     r"""Limit :math:`\mathbb E_y\|\mathrm{IF}(y)\|_F^2` of :math:`n` times the mean-square error.
 
     :math:`y \sim \mathcal N(\alpha, \Sigma)` in :math:`d = 2`, by quadrature in whitened
@@ -595,7 +608,7 @@ def covariance_rate_variance(A, V, alpha, Sigma, *, radial=2000, angles=128, tai
     return float(np.sum((f[1:] + f[:-1]) / 2 * np.diff(r)))
 
 
-def field_error_variance(A, V, alpha, Sigma):
+def field_error_variance(A: ArrayLike, V: ArrayLike, alpha: ArrayLike, Sigma: ArrayLike) -> float:
     r"""Linearised limit of :math:`n` times the mean-square error of the field at the particles.
 
     .. math::

@@ -37,9 +37,13 @@ layer (layer :math:`\ell = 1 + t`); the layers are our transcriptions with
 :math:`Q = K = V = I`, no gains, no feed-forward block.
 """
 
-from typing import NamedTuple
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from . import _checks, attention, sphere
 
@@ -91,7 +95,7 @@ def _unit_rows(X, name):
     return X / r, r[:, 0]
 
 
-def attention_vector(Theta, beta):
+def attention_vector(Theta: ArrayLike, beta: float) -> NDArray[np.float64]:
     r"""Rows :math:`A_i = \sum_j \mathrm{softmax}_j(\beta\langle\theta_i, \theta_j\rangle)\theta_j`.
 
     ``Theta`` (n, d) holds the directions (unit rows; other rows are normalised first). This
@@ -105,7 +109,8 @@ def attention_vector(Theta, beta):
     return attention.softmax(U, beta * np.eye(d), np.eye(d))
 
 
-def speed_factor(scheme, r, A, t=0.0, *, alpha=1.0, switch=1.0):
+def speed_factor(scheme: str, r: ArrayLike, A: ArrayLike, t: float = 0.0, *, alpha: float = 1.0,
+                 switch: float = 1.0) -> NDArray[np.float64]:
     r"""Speed factor :math:`s_i` of a scheme: :math:`\dot\theta_i = s_i^{-1}P_{\theta_i}A_i`.
 
     .. math::
@@ -141,7 +146,8 @@ def _project(U, G):
     return G - np.einsum("ij,ij->i", U, G)[:, None] * U
 
 
-def flow_field(scheme, beta, *, alpha=1.0, switch=1.0):
+def flow_field(scheme: str, beta: float, *, alpha: float = 1.0,
+               switch: float = 1.0) -> Callable[..., Any]:
     r"""The flow ``(t, X) -> dX/dt`` of a scheme (module notes), for the integrators.
 
     For ``post``, ``ngpt`` and ``mix`` before its switch the tokens must be unit vectors
@@ -170,7 +176,8 @@ def flow_field(scheme, beta, *, alpha=1.0, switch=1.0):
     return field
 
 
-def residual_network(X0, scheme, beta, T, L, *, alpha=1.0, switch=1.0):
+def residual_network(X0: ArrayLike, scheme: str, beta: float, T: float, L: int, *,
+                     alpha: float = 1.0, switch: float = 1.0) -> NDArray[np.float64]:
     r"""The residual network of a scheme: ``L`` layers of step :math:`h = T/L`.
 
     Layer :math:`\ell` (time :math:`t = \ell h`) is the map of the module notes' table,
@@ -216,7 +223,7 @@ def residual_network(X0, scheme, beta, T, L, *, alpha=1.0, switch=1.0):
     return out
 
 
-def pair_gap(X):
+def pair_gap(X: ArrayLike) -> NDArray[np.float64]:
     r"""Mean over pairs :math:`i < j` of :math:`1 - \langle\theta_i, \theta_j\rangle`.
 
     Computed as :math:`|\theta_i - \theta_j|^2/2`, which keeps its relative accuracy when
@@ -252,7 +259,8 @@ def _equi_terms(u, n, beta):
     return a, b, g, normA
 
 
-def equiangular_rhs(scheme, t, u, r, n, beta, *, alpha=1.0, switch=1.0):
+def equiangular_rhs(scheme: str, t: float, u: float, r: float, n: int, beta: float, *,
+                    alpha: float = 1.0, switch: float = 1.0) -> tuple[float, float]:
     r"""Right-hand side :math:`(\dot u, \dot r)` of the equiangular reduction, :math:`u = 1 - \rho`.
 
     If :math:`\langle\theta_i, \theta_j\rangle = \rho` for all :math:`i \ne j` and all norms
@@ -298,8 +306,9 @@ def equiangular_rhs(scheme, t, u, r, n, beta, *, alpha=1.0, switch=1.0):
     return du, dr
 
 
-def equiangular_flow(scheme, u0, n, beta, times, *, r0=1.0, alpha=1.0, switch=1.0,
-                     rtol=1e-11, atol=1e-12):
+def equiangular_flow(scheme: str, u0: float, n: int, beta: float, times: ArrayLike, *,
+                     r0: float = 1.0, alpha: float = 1.0, switch: float = 1.0, rtol: float = 1e-11,
+                     atol: float = 1e-12) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     r"""Solve :func:`equiangular_rhs` from :math:`(u_0, r_0)` at ``times[0]``.
 
     Integrates :math:`(\log u, r)` with SciPy's ``DOP853`` (relative accuracy of :math:`u`
@@ -343,7 +352,9 @@ def equiangular_flow(scheme, u0, n, beta, times, *, r0=1.0, alpha=1.0, switch=1.
     return u_out, r_out
 
 
-def equiangular_network(scheme, u0, n, beta, T, L, *, alpha=1.0, switch=1.0):
+def equiangular_network(scheme: str, u0: float, n: int, beta: float, T: float, L: int, *,
+                        alpha: float = 1.0,
+                        switch: float = 1.0) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     r"""The residual network (:func:`residual_network`) on an equiangular start, reduced.
 
     Every layer keeps an equiangular configuration equiangular with equal norms: with
@@ -392,7 +403,7 @@ def equiangular_network(scheme, u0, n, beta, T, L, *, alpha=1.0, switch=1.0):
     return u_out, r_out
 
 
-def asymptotic_law(scheme, *, alpha=1.0):
+def asymptotic_law(scheme: str, *, alpha: float = 1.0) -> tuple[str, float]:
     r"""How :math:`u = 1 - \rho` vanishes along the equiangular flow, as :math:`t \to \infty`.
 
     Returns ``("exp", lam)`` for :math:`u \sim Ce^{-\lambda t}` or ``("power", p)`` for
@@ -419,7 +430,8 @@ class RandomRun(NamedTuple):
     step: np.ndarray
 
 
-def random_run(key, scheme, n, d, beta, T, L, *, alpha=1.0, switch=1.0):
+def random_run(key: Sequence[int], scheme: str, n: int, d: int, beta: float, T: float, L: int, *,
+               alpha: float = 1.0, switch: float = 1.0) -> RandomRun:
     r"""One network of a scheme on ``n`` uniform random unit tokens of :math:`\mathbb R^d`.
 
     The tokens are drawn by ``numpy.random.default_rng(key)``, so that a sweep through

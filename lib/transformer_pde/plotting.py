@@ -1,10 +1,14 @@
 """The house figure style and the recurring plots of the book."""
 
+from __future__ import annotations
+
 import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.axes import Axes
+from numpy.typing import ArrayLike
 
-from .fitting import fit_power_law
+from .fitting import PowerLawFit, fit_power_law
 
 __all__ = ["use_house_style", "loglog_fit", "quiver_field", "COLORS", "TEXT_WIDTH", "DPI"]
 
@@ -21,7 +25,7 @@ TEXT_WIDTH = 6.8
 DPI = 100
 
 
-def use_house_style():
+def use_house_style() -> None:
     """Set the book's matplotlib defaults (sizes, grid, colours, PNG resolution).
 
     Figures default to the text column's width (:data:`TEXT_WIDTH` inches at :data:`DPI`),
@@ -51,7 +55,8 @@ def use_house_style():
     })
 
 
-def loglog_fit(ax, x, y, *, label=None, color=None, marker="o", fit_label=True):
+def loglog_fit(ax: Axes, x: ArrayLike, y: ArrayLike, *, label: str | None = None,
+               color: str | None = None, marker: str = "o", fit_label: bool = True) -> PowerLawFit:
     """Plot ``y`` against ``x`` on log-log axes with its power-law fit; return the fit.
 
     The fitted line is dashed and labelled with its exponent.
@@ -64,8 +69,9 @@ def loglog_fit(ax, x, y, *, label=None, color=None, marker="o", fit_label=True):
     return fit
 
 
-def quiver_field(ax, X, velocities, *, grid=None, grid_velocities=None, title=None,
-                 color="C0", arrow_length=None):
+def quiver_field(ax: Axes, X: ArrayLike, velocities: ArrayLike, *, grid: ArrayLike | None = None,
+                 grid_velocities: ArrayLike | None = None, title: str | None = None,
+                 color: str = "C0", arrow_length: float | None = None) -> Axes:
     """Tokens as dots with their velocities as arrows; optionally the field on a grid.
 
     ``grid`` (m, 2) and ``grid_velocities`` (m, 2) draw the field at other points in grey.
@@ -93,12 +99,13 @@ def quiver_field(ax, X, velocities, *, grid=None, grid_velocities=None, title=No
     return ax
 
 
-def close_all():
+def close_all() -> None:
     """Close every open figure (keeps notebook memory flat)."""
     plt.close("all")
 
 
-def sphere_tokens(ax, X, *, trails=None, color="C0", elev=20.0, azim=35.0, title=None):
+def sphere_tokens(ax: Axes, X: ArrayLike, *, trails: bool | None = None, color: str = "C0",
+                  elev: float = 20.0, azim: float = 35.0, title: str | None = None) -> Axes:
     """Tokens on the unit sphere :math:`\\mathbb S^2`, drawn on a 3-D axis.
 
     A light wireframe of the sphere, the tokens ``X`` (n, 3) as dots (those on the hidden

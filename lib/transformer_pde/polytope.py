@@ -18,9 +18,12 @@ it (:func:`attention_gap`), the hardmax cells (:func:`hardmax_cells`), the set i
 (:func:`self_attending_set`) and a boundary test (:func:`on_boundary`).
 """
 
+from __future__ import annotations
+
 import itertools
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from scipy.spatial import ConvexHull
 
 from . import _checks
@@ -39,7 +42,7 @@ def _points_and_vertices(points, vertices, A):
     return X, W, A
 
 
-def attention_gap(points, vertices, A):
+def attention_gap(points: ArrayLike, vertices: ArrayLike, A: ArrayLike) -> NDArray[np.float64]:
     r"""Hardmax gap :math:`g(x) = \max_j \langle A x, v_j\rangle - \langle A x, x\rangle`.
 
     For :math:`x \in \mathcal K = \operatorname{conv}\{v_j\}`, :math:`g(x) \ge 0`, with
@@ -64,7 +67,7 @@ def attention_gap(points, vertices, A):
     return (AX @ W.T).max(axis=1) - np.einsum("ij,ij->i", AX, X)
 
 
-def hardmax_cells(points, vertices, A):
+def hardmax_cells(points: ArrayLike, vertices: ArrayLike, A: ArrayLike) -> NDArray[np.int64]:
     r"""The vertex each point attends to under the hardmax.
 
     .. math::
@@ -86,7 +89,8 @@ def hardmax_cells(points, vertices, A):
     return np.argmax(X @ A.T @ W.T, axis=1).astype(int)
 
 
-def self_attending_set(vertices, A, *, tol=1e-9):
+def self_attending_set(vertices: ArrayLike, A: ArrayLike, *,
+                       tol: float = 1e-9) -> NDArray[np.float64]:
     r"""The finite set of self-attending points of :math:`\mathcal K = \operatorname{conv}\{v_j\}`.
 
     .. math::
@@ -156,7 +160,8 @@ def self_attending_set(vertices, A, *, tol=1e-9):
     return np.array(found).reshape(-1, d)
 
 
-def on_boundary(points, hull_points, *, tol=1e-9):
+def on_boundary(points: ArrayLike, hull_points: ArrayLike, *,
+                tol: float = 1e-9) -> NDArray[np.bool_]:
     r"""Whether each point lies on the boundary of :math:`\mathcal K = \operatorname{conv}\{q_k\}`.
 
     The boundary :math:`\partial \mathcal K` is taken in :math:`\mathbb R^d`.

@@ -49,15 +49,24 @@ and Peyré (2024) returns for the same map; :func:`sample_sequences` cuts a toke
 sequences as their experiments do.
 """
 
+from __future__ import annotations
+
 import functools
 import importlib.resources
-from typing import NamedTuple
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from scipy.sparse.linalg import LinearOperator, eigsh
 from scipy.special import erf
 
 from . import _checks, lipschitz
+from .lipschitz import LipschitzResult
+
+if TYPE_CHECKING:  # imported when a tokenizer is loaded
+    from tokenizers import Tokenizer
 
 __all__ = [
     "MiniLM",
@@ -130,7 +139,7 @@ class ForwardPass(NamedTuple):
     attention_outputs: list
 
 
-def model_files():
+def model_files() -> Path:
     """Directory of the model files inside the installed package (``model/``)."""
     try:
         root = importlib.resources.files(MODEL_PACKAGE)
@@ -142,7 +151,7 @@ def model_files():
 
 
 @functools.lru_cache(maxsize=1)
-def load_minilm():
+def load_minilm() -> MiniLM:
     """Read all-MiniLM-L6-v2 from the installed package; weights cast to float64 (cached)."""
     import json
 
@@ -182,7 +191,7 @@ def load_minilm():
     return model
 
 
-def load_tokenizer():
+def load_tokenizer() -> Tokenizer:
     """The model's WordPiece tokenizer (:class:`tokenizers.Tokenizer`), no padding/truncation."""
     from tokenizers import Tokenizer
 
@@ -193,7 +202,8 @@ def load_tokenizer():
     return tok
 
 
-def tokenize(text, *, special_tokens=False, tokenizer=None):
+def tokenize(text: str, *, special_tokens: bool = False,
+             tokenizer: Tokenizer | None = None) -> NDArray[np.int64]:
     """Token ids (int array) of ``text``; ``special_tokens`` adds ``[CLS]`` and ``[SEP]``."""
     if not isinstance(text, str):
         raise ValueError(f"text must be a string, got {type(text).__name__}")
@@ -201,7 +211,7 @@ def tokenize(text, *, special_tokens=False, tokenizer=None):
     return np.array(tok.encode(text, add_special_tokens=special_tokens).ids, dtype=np.int64)
 
 
-def gelu(x):
+def gelu(x: ArrayLike) -> float | NDArray[np.float64]:
     r"""Exact GELU :math:`\mathrm{GELU}(x) = \tfrac{x}{2}\big(1 + \mathrm{erf}(x/\sqrt 2)\big)`.
 
     Hendrycks and Gimpel (2016); the erf form used by BERT (Devlin et al., 2019).
@@ -210,7 +220,7 @@ def gelu(x):
     return 0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))
 
 
-def layer_norm(X, gamma, beta, eps):
+def layer_norm(X: ArrayLike, gamma: ArrayLike, beta: ArrayLike, eps: float) -> NDArray[np.float64]:
     r"""Layer normalisation of each row.
 
     .. math::
@@ -240,7 +250,7 @@ def _check_ids(model, ids):
     return ids
 
 
-def embed(model, ids):
+def embed(model: MiniLM, ids: ArrayLike) -> NDArray[np.float64]:
     r"""BERT embeddings :math:`\mathrm{LN}(E_{word}[t_i] + E_{pos}[i] + E_{type}[0])`, (n, d).
 
     Devlin et al. (2019): word, learnt absolute position and token-type (segment 0) embeddings.
@@ -257,7 +267,8 @@ def _layer(model, layer):
     return model.layers[int(layer)]
 
 
-def self_attention(model, layer, X):
+def self_attention(model: MiniLM, layer: int,
+                   X: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     r"""Multi-head attention of layer ``layer`` with all its biases (module docstring formula).
 
     Returns ``(output (n, d), attention matrices (H, n, n))``; no residual, no normalisation.
@@ -281,7 +292,8 @@ def self_attention(model, layer, X):
     return ctx @ p["Wo"].T + p["bo"], P
 
 
-def encoder_layer(model, layer, X):
+def encoder_layer(model: MiniLM, layer: int, X: ArrayLike
+                  ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
     r"""One post-LN BERT layer (Devlin et al., 2019).
 
     .. math::
@@ -298,7 +310,7 @@ def encoder_layer(model, layer, X):
     return layer_norm(Y + ff, p["ln2_g"], p["ln2_b"], model.eps), P, att
 
 
-def forward(model, ids, *, n_layers=None):
+def forward(model: MiniLM, ids: ArrayLike, *, n_layers: int | None = None) -> ForwardPass:
     """Run the encoder on the token ids (one sequence, no padding, all tokens attended).
 
     ``n_layers`` stops after that many layers (default: all). Returns a :class:`ForwardPass`.
@@ -317,7 +329,9 @@ def forward(model, ids, *, n_layers=None):
     return ForwardPass(hidden, attentions, outputs)
 
 
-def attention_head_factors(model, layer):
+def attention_head_factors(model: MiniLM, layer: int
+                           ) -> tuple[tuple[NDArray[np.float64], NDArray[np.float64]],
+                                      tuple[NDArray[np.float64], NDArray[np.float64]]]:
     r"""Per-head factors ``((Q, K), (V_out, V_in))`` of the heads of :func:`attention_heads`.
 
     :math:`Q_h = W_Q^h / d_k^{1/4}`, :math:`K_h = W_K^h / d_k^{1/4}` (so that
@@ -336,7 +350,7 @@ def attention_head_factors(model, layer):
     return (Q, K), (V_out, V_in)
 
 
-def attention_heads(model, layer):
+def attention_heads(model: MiniLM, layer: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     r"""Heads :math:`A_h = W_K^{h\top} W_Q^h/\sqrt{d_k}` and :math:`V_h = W_O^h W_V^h`, (H, d, d).
 
     Devlin et al. (2019) weights in the form of Castin, Ablin and Peyré (2024).
@@ -345,7 +359,7 @@ def attention_heads(model, layer):
     return K.transpose(0, 2, 1) @ Q, V_out @ V_in
 
 
-def query_bias_directions(model, layer):
+def query_bias_directions(model: MiniLM, layer: int) -> NDArray[np.float64]:
     r"""The vectors :math:`c_h = W_K^{h\top} b_Q^h / \sqrt{d_k}`, shape ``(H, d)``.
 
     The query bias adds :math:`\langle c_h, x_j\rangle` to the logit of key ``j`` in head
@@ -358,13 +372,14 @@ def query_bias_directions(model, layer):
     return np.einsum("hkd,hk->hd", Wk, bq) / np.sqrt(dk)
 
 
-def value_output_constant(model, layer):
+def value_output_constant(model: MiniLM, layer: int) -> NDArray[np.float64]:
     r"""The constant :math:`\beta = \sum_h W_O^h b_V^h + b_O = W_O b_V + b_O`, shape ``(d,)``."""
     p = _layer(model, layer)
     return p["Wo"] @ p["bv"] + p["bo"]
 
 
-def sentence_embedding(model, text, *, tokenizer=None):
+def sentence_embedding(model: MiniLM, text: str, *,
+                       tokenizer: Tokenizer | None = None) -> NDArray[np.float64]:
     r"""Sentence embedding of all-MiniLM-L6-v2: the unit-norm mean of the last hidden states.
 
     :math:`s = \bar h / |\bar h|`, :math:`\bar h = \frac1n \sum_i h^{(L)}_i` over the tokens of
@@ -379,7 +394,7 @@ def sentence_embedding(model, text, *, tokenizer=None):
 # real text: sequences, and the local Lipschitz constant of a layer's attention
 # --------------------------------------------------------------------------------------
 
-def sample_sequences(ids, lengths, count):
+def sample_sequences(ids: ArrayLike, lengths: ArrayLike, count: int) -> list[NDArray[np.int64]]:
     r"""Non-overlapping token sequences of each length, cut one after another from a text.
 
     For each :math:`n` in ``lengths``, in order, the ``count`` consecutive blocks of
@@ -476,8 +491,10 @@ def _vjp(F, lin, G):
     return grads @ F.QKV
 
 
-def attention_lipschitz(model, layer, X, *, query_bias=True, tol=1e-6, v0=None, seed=0,
-                        ncv=10, return_vectors=False):
+def attention_lipschitz(model: MiniLM, layer: int, X: ArrayLike, *, query_bias: bool = True,
+                        tol: float = 1e-6, v0: ArrayLike | None = None,
+                        seed: int | Sequence[int] = 0, ncv: int = 10,
+                        return_vectors: bool = False) -> float | LipschitzResult:
     r"""Local Lipschitz constant :math:`\|D_X g\|_2` of the attention of one layer.
 
     .. math::
@@ -532,7 +549,8 @@ def attention_lipschitz(model, layer, X, *, query_bias=True, tol=1e-6, v0=None, 
                                      count[0])
 
 
-def attention_released_estimator(model, layer, X, *, query_bias=True):
+def attention_released_estimator(model: MiniLM, layer: int, X: ArrayLike, *,
+                                 query_bias: bool = True) -> float:
     r"""What the public code of Castin, Ablin and Peyré (2024) returns for a layer's attention.
 
     .. math::

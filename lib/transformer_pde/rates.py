@@ -11,9 +11,13 @@ Three small estimators used by the chapters that check a rate rather than a valu
 - :func:`first_time_below`: the first sampled time at which a quantity is below a threshold.
 """
 
-from typing import NamedTuple
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .fitting import fit_power_law
 
@@ -38,7 +42,8 @@ def _times_values(times, values, name):
     return t, v
 
 
-def jackknife_exponent(x, replicates, *, transform=None):
+def jackknife_exponent(x: ArrayLike, replicates: ArrayLike, *,
+                       transform: Callable[..., Any] | None = None) -> JackknifeFit:
     r"""Exponent of :math:`y \approx C x^p`, :math:`y` the replicate mean, with jackknife error.
 
     With :math:`m` independent replicates :math:`y_{k,1}, \dots, y_{k,m}` at each abscissa
@@ -84,7 +89,8 @@ def jackknife_exponent(x, replicates, *, transform=None):
     return JackknifeFit(float(full), float(np.sqrt((m - 1) / m * np.sum((loo - loo.mean()) ** 2))))
 
 
-def decay_rate(times, distances, *, high=1e-4, low=1e-8):
+def decay_rate(times: ArrayLike, distances: ArrayLike, *, high: float = 1e-4,
+               low: float = 1e-8) -> float:
     r"""Rate :math:`r` of an exponential decay :math:`\delta(t) \approx c\,e^{-rt}`.
 
     Least-squares slope of :math:`-\log\delta(t)` against :math:`t` over the samples from the
@@ -107,7 +113,7 @@ def decay_rate(times, distances, *, high=1e-4, low=1e-8):
     return float(-np.polyfit(tw, np.log(vw), 1)[0])
 
 
-def first_time_below(times, values, threshold):
+def first_time_below(times: ArrayLike, values: ArrayLike, threshold: float) -> float:
     """First sampled time with ``values < threshold`` (``inf`` if never)."""
     t, v = _times_values(times, values, "values")
     below = np.flatnonzero(v < threshold)

@@ -21,9 +21,12 @@ Used by the chapter on Gaussian initial data to check moment ODEs against partic
 (Castin et al., 2025).
 """
 
+from __future__ import annotations
+
 from typing import NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import stats
 
 from . import _checks
@@ -41,7 +44,7 @@ class PooledZ(NamedTuple):
     dof: int
 
 
-def pooled_z_scores(ns, samples, target):
+def pooled_z_scores(ns: ArrayLike, samples: ArrayLike, target: ArrayLike) -> PooledZ:
     r"""Distance of the :math:`n`-weighted mean of replicates from a target, in standard errors.
 
     .. math::
@@ -87,7 +90,7 @@ def pooled_z_scores(ns, samples, target):
     return PooledZ(estimate, stderr, np.abs(estimate - t) / stderr, int(dof))
 
 
-def bonferroni_threshold(n_tests, dof, alpha=1e-3):
+def bonferroni_threshold(n_tests: int, dof: int, alpha: float = 1e-3) -> float:
     r"""The distance in standard errors that ``n_tests`` Student tests exceed with total
     probability at most ``alpha``.
 

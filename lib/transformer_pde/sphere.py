@@ -35,7 +35,13 @@ conventions are chosen so that, for a symmetric :math:`D` and weights :math:`w_i
 :func:`sa_field` are the same fields, checked once, for :func:`integrate_on_sphere`.
 """
 
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from . import _checks, _sphere
 from ._sphere import MAX_LOGIT
@@ -77,7 +83,7 @@ def _norms(X, name):
     return r
 
 
-def normalise(X):
+def normalise(X: ArrayLike) -> NDArray[np.float64]:
     r"""Rows put on the unit sphere, :math:`x_i / |x_i|` (layer normalisation without gain).
 
     A zero row raises :class:`ValueError`.
@@ -86,7 +92,7 @@ def normalise(X):
     return X / _norms(X, "X")
 
 
-def tangent_projection(X, Y):
+def tangent_projection(X: ArrayLike, Y: ArrayLike) -> NDArray[np.float64]:
     r"""Rows :math:`P_{x_i} y_i = y_i - \langle x_i, y_i\rangle x_i / |x_i|^2`.
 
     The orthogonal projection of :math:`y_i` on :math:`x_i^\perp`, the tangent space of the
@@ -101,7 +107,7 @@ def tangent_projection(X, Y):
     return Y - (np.einsum("ij,ij->i", X, Y)[:, None] / r2) * X
 
 
-def sphere_field(field):
+def sphere_field(field: Callable[..., Any]) -> Callable[..., Any]:
     r"""The projected field ``(t, X) -> P_X field(t, X / |X|)`` of the dynamics on the sphere.
 
     .. math::  \dot x_i = P_{x_i}\big(\Gamma_{\mu(t)}(x_i)\big),
@@ -128,7 +134,7 @@ def sphere_field(field):
     return projected
 
 
-def sphere_drift(trajectory):
+def sphere_drift(trajectory: ArrayLike) -> float:
     r"""Largest distance to the sphere along a trajectory.
 
     .. math::  \max_{k,i} \big|\,|x_i(t_k)| - 1\big|
@@ -139,8 +145,10 @@ def sphere_drift(trajectory):
     return float(np.max(np.abs(np.linalg.norm(traj, axis=-1) - 1.0)))
 
 
-def integrate_on_sphere(field, X0, times, *, method="DOP853", rtol=1e-10, atol=1e-12,
-                        max_step=None, drift_tol=1e-8):
+def integrate_on_sphere(field: Callable[..., Any], X0: ArrayLike, times: ArrayLike, *,
+                        method: str = "DOP853", rtol: float = 1e-10, atol: float = 1e-12,
+                        max_step: float | None = None,
+                        drift_tol: float = 1e-8) -> NDArray[np.float64]:
     r"""Solve :math:`\dot x_i = P_{x_i}(\Gamma(x_i))` on the sphere from unit tokens ``X0``.
 
     Integrates :func:`sphere_field` of ``field`` with
@@ -162,7 +170,8 @@ def integrate_on_sphere(field, X0, times, *, method="DOP853", rtol=1e-10, atol=1
     return traj
 
 
-def normalised_residual_stack(field, X0, T, L):
+def normalised_residual_stack(field: Callable[..., Any], X0: ArrayLike, T: float,
+                              L: int) -> NDArray[np.float64]:
     r"""Residual network with layer normalisation after each layer (RMSNorm without gain).
 
     .. math::
@@ -206,7 +215,7 @@ def normalised_residual_stack(field, X0, T, L):
     return out
 
 
-def uniform_on_sphere(n, d, rng):
+def uniform_on_sphere(n: int, d: int, rng: np.random.Generator) -> NDArray[np.float64]:
     r"""``n`` independent points uniform on :math:`\mathbb{S}^{d-1}` (normalised Gaussians).
 
     ``rng`` is a :class:`numpy.random.Generator`.
@@ -228,7 +237,8 @@ def _queries(X, queries):
     return _checks.matrix(queries, "queries", cols=X.shape[1])
 
 
-def energy(X, beta=1.0, D=None, weights=None):
+def energy(X: ArrayLike, beta: float = 1.0, D: ArrayLike | None = None,
+           weights: ArrayLike | None = None) -> float:
     r"""Interaction energy of the empirical measure :math:`\mu = \sum_i w_i\delta_{x_i}`.
 
     .. math::
@@ -255,7 +265,8 @@ def energy(X, beta=1.0, D=None, weights=None):
     return float(w @ K @ w / (2.0 * beta))
 
 
-def usa(X, beta=1.0, D=None, *, weights=None, queries=None):
+def usa(X: ArrayLike, beta: float = 1.0, D: ArrayLike | None = None, *,
+        weights: ArrayLike | None = None, queries: ArrayLike | None = None) -> NDArray[np.float64]:
     r"""Unnormalised self-attention on the sphere (USA).
 
     .. math::
@@ -283,7 +294,9 @@ def usa(X, beta=1.0, D=None, *, weights=None, queries=None):
     return tangent_projection(Y, G)
 
 
-def sa(X, beta=1.0, Q=None, K=None, V=None, *, weights=None, queries=None):
+def sa(X: ArrayLike, beta: float = 1.0, Q: ArrayLike | None = None, K: ArrayLike | None = None,
+       V: ArrayLike | None = None, *, weights: ArrayLike | None = None,
+       queries: ArrayLike | None = None) -> NDArray[np.float64]:
     r"""Self-attention on the sphere (SA), normalised by the softmax.
 
     .. math::
@@ -323,7 +336,8 @@ def _project_unit(U, G):
     return G - np.einsum("ij,ij->i", U, G)[:, None] * U
 
 
-def usa_field(beta=1.0, D=None, *, sign=1.0, tangent=True):
+def usa_field(beta: float = 1.0, D: ArrayLike | None = None, *, sign: float = 1.0,
+              tangent: bool = True) -> Callable[..., Any]:
     r"""The field ``(t, X) -> sign * usa(X, beta, D)`` for :func:`integrate_on_sphere`.
 
     Arguments are checked once; the returned callable skips the checks (it is called at every
@@ -354,7 +368,8 @@ def usa_field(beta=1.0, D=None, *, sign=1.0, tangent=True):
     return field
 
 
-def sa_field(beta=1.0, Q=None, K=None, V=None, *, tangent=True):
+def sa_field(beta: float = 1.0, Q: ArrayLike | None = None, K: ArrayLike | None = None,
+             V: ArrayLike | None = None, *, tangent: bool = True) -> Callable[..., Any]:
     r"""The field ``(t, X) -> sa(X, beta, Q, K, V)`` for :func:`integrate_on_sphere`.
 
     Arguments are checked once (``Q`` and ``K`` of the same shape ``(k, d)``, or one of them
@@ -411,7 +426,8 @@ def _n_tokens(n):
     return n
 
 
-def equiangular_rhs(rho, n, beta, model):
+def equiangular_rhs(rho: ArrayLike, n: int, beta: float,
+                    model: str) -> float | NDArray[np.float64]:
     r"""Time derivative of the common inner product of an equiangular configuration.
 
     If :math:`\langle x_i, x_j\rangle = \rho` for all :math:`i \ne j` (``n`` tokens,
@@ -443,7 +459,7 @@ def equiangular_rhs(rho, n, beta, model):
     return out if out.ndim else float(out)
 
 
-def equiangular_decay_rate(n, beta, model):
+def equiangular_decay_rate(n: int, beta: float, model: str) -> float:
     r"""Exponential rate of :math:`1 - \rho(t) \to 0` for an equiangular configuration.
 
     Linearising :func:`equiangular_rhs` at :math:`\rho = 1`:
@@ -459,7 +475,7 @@ def equiangular_decay_rate(n, beta, model):
     return 2.0 if model == "sa" else 2.0 * float(np.exp(beta))
 
 
-def equiangular_configuration(n, rho, d=None):
+def equiangular_configuration(n: int, rho: float, d: int | None = None) -> NDArray[np.float64]:
     r"""``n`` unit vectors in :math:`\mathbb R^d` with :math:`\langle x_i, x_j\rangle = \rho`.
 
     The Gram matrix :math:`(1-\rho)I + \rho\mathbf 1\mathbf 1^\top` is positive semidefinite
@@ -483,7 +499,8 @@ def equiangular_configuration(n, rho, d=None):
     return normalise(out)
 
 
-def equiangular_solve(rho0, n, beta, model, times, *, rtol=1e-11, atol=1e-13):
+def equiangular_solve(rho0: float, n: int, beta: float, model: str, times: ArrayLike, *,
+                      rtol: float = 1e-11, atol: float = 1e-13) -> NDArray[np.float64]:
     r"""Solve :math:`\dot\rho = ` :func:`equiangular_rhs` from ``rho0`` at ``times[0]``.
 
     Uses SciPy's ``DOP853``; returns :math:`\rho` at ``times`` (shape ``(k,)``).
@@ -502,7 +519,8 @@ def equiangular_solve(rho0, n, beta, model, times, *, rtol=1e-11, atol=1e-13):
     return sol.y[0]
 
 
-def equiangular_layers(rho0, n, beta, h, L, model):
+def equiangular_layers(rho0: float, n: int, beta: float, h: float, L: int,
+                       model: str) -> NDArray[np.float64]:
     r"""Common inner product through ``L`` residual layers with layer normalisation.
 
     For an equiangular configuration (:math:`\langle x_i, x_j\rangle = \rho` for
@@ -545,8 +563,9 @@ def equiangular_layers(rho0, n, beta, h, L, model):
     return out
 
 
-def equiangular_clustering_time(rho0, n, beta, model, level=1 - 1e-3, *, rtol=1e-10,
-                                atol=1e-13):
+def equiangular_clustering_time(rho0: float, n: int, beta: float, model: str,
+                                level: float = 1 - 1e-3, *, rtol: float = 1e-10,
+                                atol: float = 1e-13) -> float:
     r"""First time at which the common inner product of an equiangular configuration reaches
     ``level``.
 
@@ -589,7 +608,7 @@ def equiangular_clustering_time(rho0, n, beta, model, level=1 - 1e-3, *, rtol=1e
 # Measures on the sphere: quadrature, energy extrema on a grid, clusters
 # ---------------------------------------------------------------------------------------------
 
-def sphere_quadrature(m, d):
+def sphere_quadrature(m: int, d: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     r"""Nodes and weights of a quadrature for the uniform measure :math:`\sigma` on
     :math:`\mathbb S^{d-1}`, ``d`` = 2 or 3.
 
@@ -626,8 +645,10 @@ class MirrorDescentResult(tuple):
     gap = property(lambda self: self[3])
 
 
-def energy_mirror_descent(Y, beta=1.0, D=None, *, maximise=False, steps=2000, step_size=None,
-                          weights0=None):
+def energy_mirror_descent(Y: ArrayLike, beta: float = 1.0, D: ArrayLike | None = None, *,
+                          maximise: bool = False, steps: int = 2000, step_size: float | None = None,
+                          weights0: ArrayLike | None = None
+                          ) -> tuple[NDArray[np.float64], float, NDArray[np.float64], float]:
     r"""Extremise :func:`energy` over the weights of measures supported on the points ``Y``.
 
     Exponentiated-gradient (mirror) descent on the simplex for
@@ -669,7 +690,7 @@ def energy_mirror_descent(Y, beta=1.0, D=None, *, maximise=False, steps=2000, st
     return MirrorDescentResult(w, float(history[-1]), history, gap)
 
 
-def dirac_pair_threshold(lam_max, lam_min):
+def dirac_pair_threshold(lam_max: float, lam_min: float) -> float:
     r"""Inverse temperature where the balanced antipodal pair overtakes the Dirac mass.
 
     For a symmetric ``D`` of extreme eigenvalues :math:`\lambda_{\max}` and
@@ -702,7 +723,8 @@ def dirac_pair_threshold(lam_max, lam_min):
                         rtol=1e-14))
 
 
-def clustered_pair_fraction(X, threshold=1 - 1e-3):
+def clustered_pair_fraction(X: ArrayLike,
+                            threshold: float = 1 - 1e-3) -> float | NDArray[np.float64]:
     r"""Fraction of pairs :math:`i < j` with :math:`\langle x_i, x_j\rangle \ge` ``threshold``.
 
     ``X`` has shape (n, d) or (k, n, d) (a trajectory: one fraction per time). The quantity
@@ -718,7 +740,7 @@ def clustered_pair_fraction(X, threshold=1 - 1e-3):
     return (G[..., iu[0], iu[1]] >= threshold).mean(axis=-1)
 
 
-def cluster_count(X, radius):
+def cluster_count(X: ArrayLike, radius: float) -> int:
     r"""Number of single-linkage clusters of the tokens at scale ``radius``.
 
     Connected components of the graph joining :math:`x_i` and :math:`x_j` when

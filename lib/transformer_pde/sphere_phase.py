@@ -20,8 +20,13 @@ stay in the span of the initial ones, and the dynamics commutes with rotations: 
 same Gram matrices, at a cost independent of :math:`d`).
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+
 import numpy as np
 from joblib import delayed
+from numpy.typing import ArrayLike, NDArray
 
 from . import _checks, _progress, _sphere
 from .sphere import (
@@ -45,7 +50,8 @@ def _seed_entropy(seed):
     return [int(s) for s in arr]
 
 
-def clustering_run(beta, n, d, T, h, rng, *, model="sa", threshold=1 - 1e-3):
+def clustering_run(beta: float, n: int, d: int, T: float, h: float, rng: np.random.Generator, *,
+                   model: str = "sa", threshold: float = 1 - 1e-3) -> NDArray[np.float64]:
     r"""Fraction of clustered pairs after each layer, for one uniform random start.
 
     ``n`` tokens uniform on :math:`\mathbb S^{d-1}` (from the generator ``rng``) go through
@@ -69,8 +75,9 @@ def clustering_run(beta, n, d, T, h, rng, *, model="sa", threshold=1 - 1e-3):
     return clustered_pair_fraction(stack, threshold)
 
 
-def phase_diagram(betas, n, d, T, h, *, starts=1, seed=0, model="sa", threshold=1 - 1e-3,
-                  n_jobs=None, progress=None):
+def phase_diagram(betas: ArrayLike, n: int, d: int, T: float, h: float, *, starts: int = 1,
+                  seed: int | Sequence[int] = 0, model: str = "sa", threshold: float = 1 - 1e-3,
+                  n_jobs: int | None = None, progress: bool | None = None) -> NDArray[np.float64]:
     r"""Mean fraction of clustered pairs over :math:`(\beta, \text{layer})`, through joblib.
 
     Runs :func:`clustering_run` for every ``beta`` in ``betas`` and ``starts`` random starts,
@@ -106,7 +113,8 @@ def phase_diagram(betas, n, d, T, h, *, starts=1, seed=0, model="sa", threshold=
     return out / starts
 
 
-def first_crossing(values, times, level):
+def first_crossing(values: ArrayLike, times: ArrayLike,
+                   level: float) -> float | NDArray[np.float64]:
     r"""First time at which ``values`` reach ``level`` (``nan`` if never).
 
     ``values`` has shape ``(..., k)`` over the ``k`` entries of ``times``; returns an array of
@@ -122,7 +130,9 @@ def first_crossing(values, times, level):
     return out if out.ndim else float(out)
 
 
-def median_pair_band(betas, n, d, T, h, *, sigmas=5.0, model="sa", threshold=1 - 1e-3):
+def median_pair_band(betas: ArrayLike, n: int, d: int, T: float, h: float, *, sigmas: float = 5.0,
+                     model: str = "sa", threshold: float = 1 - 1e-3
+                     ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     r"""Band for the half-clustering time of ``n`` uniform tokens in high dimension ``d``.
 
     The first layer at which half of the pairs have :math:`\langle x_i, x_j\rangle \ge`

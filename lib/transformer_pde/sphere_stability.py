@@ -17,9 +17,12 @@ And :func:`two_cluster_merge_time`, the time two point clusters take to merge, t
 instance of the metastability of Geshkovski, Koubbi, Polyanskiy and Rigollet (2024).
 """
 
+from __future__ import annotations
+
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from scipy.integrate import quad
 from scipy.special import gammaln, ive
 
@@ -35,7 +38,7 @@ __all__ = [
 ]
 
 
-def tangent_basis(X):
+def tangent_basis(X: ArrayLike) -> NDArray[np.float64]:
     r"""Orthonormal bases of the tangent spaces :math:`x_i^\perp`, shape ``(n, d, d - 1)``.
 
     Column :math:`k` of ``tangent_basis(X)[i]`` is :math:`e_k` of an orthonormal basis of
@@ -53,7 +56,8 @@ def tangent_basis(X):
     return out
 
 
-def energy_hessian(X, beta=1.0, D=None, weights=None):
+def energy_hessian(X: ArrayLike, beta: float = 1.0, D: ArrayLike | None = None,
+                   weights: ArrayLike | None = None) -> NDArray[np.float64]:
     r"""Riemannian Hessian of the interaction energy on :math:`(\mathbb S^{d-1})^n`.
 
     For :math:`E(x) = \frac{1}{2\beta}\sum_{i,j} w_iw_j e^{\beta\langle x_i, Dx_j\rangle}`
@@ -98,7 +102,8 @@ def energy_hessian(X, beta=1.0, D=None, weights=None):
     return (R + R.T) / 2
 
 
-def antipodal_spectrum(n_plus, n_minus, beta, eigenvalues):
+def antipodal_spectrum(n_plus: int, n_minus: int, beta: float,
+                       eigenvalues: ArrayLike) -> NDArray[np.float64]:
     r"""Eigenvalues of USA linearised at two antipodal clusters on a top eigenvector of ``D``.
 
     ``n_plus`` tokens at :math:`v` and ``n_minus`` at :math:`-v`, where :math:`Dv =
@@ -155,7 +160,8 @@ def antipodal_spectrum(n_plus, n_minus, beta, eigenvalues):
     return np.sort(np.array(out))
 
 
-def uniform_instability_rates(ell, d, beta, model="usa"):
+def uniform_instability_rates(ell: ArrayLike, d: int, beta: float,
+                              model: str = "usa") -> float | NDArray[np.float64]:
     r"""Growth rates of the degree-:math:`\ell` modes around the uniform measure on the sphere.
 
     Linearising :math:`\partial_t\mu + \operatorname{div}(\mu v_\mu) = 0`, :math:`v_\mu(x) =
@@ -198,7 +204,7 @@ def uniform_instability_rates(ell, d, beta, model="usa"):
     return out if out.ndim else float(out)
 
 
-def two_cluster_merge_time(theta0, theta1, beta, model="sa"):
+def two_cluster_merge_time(theta0: float, theta1: float, beta: float, model: str = "sa") -> float:
     r"""Time for two point clusters of equal mass to go from angle ``theta0`` to ``theta1``.
 
     Two clusters of equal mass at angle :math:`\theta` (:math:`Q = K = V = I`, any

@@ -15,7 +15,12 @@ r"""Stability of the Transformer PDE in Wasserstein distance: a Grönwall rate a
   worst-case amplification in :math:`W_1`).
 """
 
+from __future__ import annotations
+
+from collections.abc import Callable
+
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from scipy.integrate import solve_ivp
 
 from . import _checks, attention, lipschitz
@@ -24,7 +29,8 @@ __all__ = ["gronwall_rate", "flow_jacobian", "heads_growth_rate", "support_radiu
            "smallest_distance", "cumulative_integral", "log_gronwall_constant", "l1_l2_norm"]
 
 
-def gronwall_rate(a, v, R, p):
+def gronwall_rate(a: ArrayLike, v: ArrayLike, R: ArrayLike,
+                  p: float) -> float | NDArray[np.float64]:
     r"""Grönwall rate :math:`L_p = v\big(aR^2 + (1 + 2aR^2)\, e^{2aR^2/p}\big)` (softmax attention).
 
     With :math:`a = \|A(t)\|_2`, :math:`v = \|V(t)\|_2` and :math:`R` a bound on the supports
@@ -61,7 +67,9 @@ def gronwall_rate(a, v, R, p):
     return float(rate) if rate.ndim == 0 else rate
 
 
-def flow_jacobian(A, V, X0, times, *, rtol=1e-9, atol=1e-12):
+def flow_jacobian(A: ArrayLike, V: ArrayLike, X0: ArrayLike, times: ArrayLike, *,
+                  rtol: float = 1e-9,
+                  atol: float = 1e-12) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     r"""Softmax particle flow :math:`X(t)` and Jacobian :math:`J(t) = \partial X(t)/\partial X_0`.
 
     .. math::
@@ -137,7 +145,7 @@ def _half_circle(n_angles):
     return angles, np.stack([np.cos(angles), np.sin(angles)])
 
 
-def heads_growth_rate(Vs, n_angles=4096):
+def heads_growth_rate(Vs: ArrayLike, n_angles: int = 4096) -> float:
     r"""Upper bound on :math:`\kappa = \max_{|u|=1} \sum_h |V_h^\top u|` (:math:`d = 2`).
 
     The growth rate of the support radius of multi-head attention,
@@ -163,7 +171,7 @@ def heads_growth_rate(Vs, n_angles=4096):
     return float(values.max() + lip * (np.pi / n_angles) / 2)
 
 
-def support_radius(trajectory):
+def support_radius(trajectory: ArrayLike) -> NDArray[np.float64]:
     r"""Support radius :math:`R(t) = \max_i |x_i(t)|` of a trajectory of shape ``(m, n, d)``."""
     traj = np.asarray(trajectory, dtype=float)
     if traj.ndim != 3 or not np.all(np.isfinite(traj)):
@@ -171,7 +179,7 @@ def support_radius(trajectory):
     return np.linalg.norm(traj, axis=-1).max(axis=-1)
 
 
-def smallest_distance(X):
+def smallest_distance(X: ArrayLike) -> float:
     r"""Smallest distance :math:`\min_{i < j} |x_i - x_j|` between the tokens ``X`` ``(n, d)``.
 
     When every token of :math:`\mu = \frac1n\sum_i\delta_{x_i}` moves by less than half of it,
@@ -192,7 +200,7 @@ def smallest_distance(X):
 _GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(10)
 
 
-def cumulative_integral(g, times):
+def cumulative_integral(g: Callable[[float], float], times: ArrayLike) -> NDArray[np.float64]:
     r""":math:`\int_{t_0}^{t_k} g(s)\,ds` at every :math:`t_k` of ``times``.
 
     10-point Gauss-Legendre quadrature on each interval :math:`[t_{k-1}, t_k]` (exact for
@@ -207,7 +215,9 @@ def cumulative_integral(g, times):
     return np.concatenate([[0.0], np.cumsum((values @ _GL_WEIGHTS) * (b - a)[:, 0] / 2)])
 
 
-def log_gronwall_constant(As, Vs, R0, times, p, *, refine=10):
+def log_gronwall_constant(As: Callable[[float], ArrayLike], Vs: Callable[[float], ArrayLike],
+                          R0: float, times: ArrayLike, p: float, *,
+                          refine: int = 10) -> NDArray[np.float64]:
     r""":math:`\log C_p(t)` of the Grönwall constant at each of ``times``, a-priori radius.
 
     .. math::
@@ -252,7 +262,7 @@ def log_gronwall_constant(As, Vs, R0, times, p, *, refine=10):
     return log_C[::refine]
 
 
-def l1_l2_norm(J, n, d=2, n_angles=4096):
+def l1_l2_norm(J: ArrayLike, n: int, d: int = 2, n_angles: int = 4096) -> float:
     r"""The :math:`\ell^1(\ell^2)` operator norm :math:`\max_j\max_{|u|=1}\sum_i |J_{ij}u|`.
 
     ``J`` is an ``(n d, n d)`` flow Jacobian with ``(d, d)`` blocks :math:`J_{ij}`. For

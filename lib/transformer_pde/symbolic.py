@@ -27,7 +27,13 @@ zero when the statement holds) and the symbols (to evaluate the expressions at n
 :func:`evaluate`).
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
 import sympy as sp
+from numpy.typing import ArrayLike
 
 __all__ = [
     "symbol_matrix",
@@ -51,19 +57,19 @@ __all__ = [
 # symbols
 # --------------------------------------------------------------------------------------
 
-def symbol_matrix(name, rows, cols=None):
+def symbol_matrix(name: str, rows: int, cols: int | None = None) -> sp.Matrix:
     r"""A ``rows x cols`` matrix whose entries are independent real symbols ``name_ij``."""
     cols = rows if cols is None else cols
     return sp.Matrix(rows, cols, lambda i, j: sp.Symbol(f"{name}_{i + 1}{j + 1}", real=True))
 
 
-def symmetric_symbol_matrix(name, d):
+def symmetric_symbol_matrix(name: str, d: int) -> sp.Matrix:
     r"""A symmetric ``d x d`` matrix of real symbols: entry ``(i, j)`` is ``name_{min,max}``."""
     return sp.Matrix(d, d, lambda i, j: sp.Symbol(f"{name}_{min(i, j) + 1}{max(i, j) + 1}",
                                                   real=True))
 
 
-def symbol_vector(name, d):
+def symbol_vector(name: str, d: int) -> sp.Matrix:
     r"""A column vector of ``d`` real symbols ``name_i``."""
     return sp.Matrix(d, 1, lambda i, _: sp.Symbol(f"{name}_{i + 1}", real=True))
 
@@ -76,7 +82,7 @@ def _simplify_rational(e):
     return sp.cancel(e)
 
 
-def is_zero(expr):
+def is_zero(expr: sp.Expr | sp.MatrixBase) -> bool:
     r"""True when the (matrix) expression is exactly zero as a rational function of its symbols.
 
     Brings each entry to a single fraction and expands its numerator: an exact test.
@@ -99,7 +105,8 @@ def _moment_report(M, b, dalpha, dSigma, dalpha_stated, dSigma_stated, symbols, 
             "residual_Sigma": _residual(dSigma, dSigma_stated), "symbols": symbols, **extra}
 
 
-def evaluate(expr, values):
+def evaluate(expr: sp.Expr | sp.MatrixBase,
+             values: Sequence[tuple[sp.MatrixBase, ArrayLike]]) -> list[list[float]]:
     r"""Evaluate a SymPy matrix at numbers: ``values`` is a list of (symbol matrix, array).
 
     Example: ``evaluate(res["dSigma"], [(res["symbols"]["Sigma"], S), ...])`` returns a nested
@@ -128,7 +135,8 @@ def _is_2d(val):
 # the three steps
 # --------------------------------------------------------------------------------------
 
-def complete_the_square(exponent, y):
+def complete_the_square(exponent: sp.Expr,
+                        y: sp.MatrixBase) -> tuple[sp.Matrix, sp.Matrix, sp.Matrix]:
     r"""Gaussian in :math:`y` proportional to :math:`e^{\text{exponent}}` (a quadratic in ``y``).
 
     With :math:`\text{exponent} = -\tfrac12 y^\top\Lambda y + \eta^\top y + c`, returns
@@ -143,7 +151,8 @@ def complete_the_square(exponent, y):
     return (cov * eta).applyfunc(sp.cancel), cov.applyfunc(sp.cancel), Lam
 
 
-def affine_moment_odes(M, b, alpha, Sigma):
+def affine_moment_odes(M: sp.MatrixBase, b: sp.MatrixBase, alpha: sp.MatrixBase,
+                       Sigma: sp.MatrixBase) -> tuple[sp.Matrix, sp.Matrix]:
     r"""Moment ODEs of :math:`\dot x = Mx + b` on :math:`\mathcal N(\alpha, \Sigma)`, derived.
 
     The flow over a time :math:`h` is :math:`x \mapsto x + h(Mx + b) + O(h^2)`, which maps
@@ -164,7 +173,7 @@ def _gaussian_log_density(y, alpha, Sigma):
     return (-(y - alpha).T * Sigma.inv() * (y - alpha) / 2)[0, 0]
 
 
-def softmax_reweighting(d=2):
+def softmax_reweighting(d: int = 2) -> dict[str, Any]:
     r"""Softmax reweighting :math:`e^{\langle Ax, y\rangle}\mathcal N(\alpha,\Sigma)(dy)/Z`.
 
     Stated: :math:`\mathcal N(\alpha + \Sigma A x, \Sigma)` (Castin et al., 2025). Returns a dict
@@ -182,7 +191,7 @@ def softmax_reweighting(d=2):
             "symbols": {"Sigma": Sigma, "A": A, "alpha": alpha, "x": x, "y": y}}
 
 
-def l2_reweighting(d=2, k=2):
+def l2_reweighting(d: int = 2, k: int = 2) -> dict[str, Any]:
     r"""L2 reweighting :math:`e^{-|Qx - Ky|^2}\mathcal N(\alpha,\Sigma)(dy)/Z`, derived.
 
     Stated: precision :math:`\Sigma^{-1} + 2K^\top K` (Castin et al., 2025), and the mean we
@@ -217,7 +226,7 @@ def _affine_part(Gamma, x):
     return M.applyfunc(sp.cancel), b.applyfunc(sp.cancel)
 
 
-def softmax_moment_odes(d=2):
+def softmax_moment_odes(d: int = 2) -> dict[str, Any]:
     r"""Softmax moment ODEs, derived from the reweighting, compared with the stated formulas.
 
     Stated (Castin et al., 2025): :math:`\dot\alpha = V(I + \Sigma A)\alpha`,
@@ -239,7 +248,7 @@ def softmax_moment_odes(d=2):
                           reweighting=rw)
 
 
-def l2_moment_odes(d=2, k=2):
+def l2_moment_odes(d: int = 2, k: int = 2) -> dict[str, Any]:
     r"""L2 moment ODEs, derived from the reweighting, compared with the stated formulas.
 
     Stated (Castin et al., 2025), with :math:`P = \Sigma^{-1} + 2K^\top K`, :math:`A = K^\top Q`:
@@ -266,7 +275,7 @@ def l2_moment_odes(d=2, k=2):
                           reweighting=rw)
 
 
-def multihead_moment_odes(d=2, heads=2):
+def multihead_moment_odes(d: int = 2, heads: int = 2) -> dict[str, Any]:
     r"""Multi-head softmax moment ODEs: the field is the sum of the heads' affine fields.
 
     Stated: :math:`\dot\alpha = \sum_h V_h(I + \Sigma A_h)\alpha`,
@@ -292,7 +301,7 @@ def multihead_moment_odes(d=2, heads=2):
                           {"Sigma": Sigma, "alpha": alpha, "x": x, "As": As, "Vs": Vs})
 
 
-def sinkhorn_scalar():
+def sinkhorn_scalar() -> dict[str, Any]:
     r"""Sinkhorn attention on :math:`\mathcal N(\alpha, \sigma^2)` in :math:`d = 1`, solved exactly.
 
     The entropic plan of cost :math:`(qx - ky)^2` and regularisation :math:`\varepsilon`
@@ -340,7 +349,7 @@ def sinkhorn_scalar():
             "symbols": {"a": a, "v": v, "epsilon": eps, "sigma2": sigma2}}
 
 
-def general_identities():
+def general_identities() -> dict[str, Any]:
     r"""The matrix identities behind the derivations, for general :math:`d` (``MatrixSymbol``).
 
     Returns a dict name -> simplified difference (``0`` or a ``ZeroMatrix`` when it holds):

@@ -16,8 +16,13 @@ in the library. Three distances:
   paper's text.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+
 import numpy as np
 import ot
+from numpy.typing import ArrayLike, NDArray
 from scipy.spatial.distance import cdist
 
 from . import _checks
@@ -49,7 +54,7 @@ def _two_measures(X, Y, weights_x, weights_y):
     return X, Y, a, b
 
 
-def cost_matrix(X, Y, p=2):
+def cost_matrix(X: ArrayLike, Y: ArrayLike, p: float = 2) -> NDArray[np.float64]:
     r"""The cost matrix :math:`M_{ij} = |x_i - y_j|^p` (Euclidean norm), shape ``(n, m)``.
 
     Computed by :func:`scipy.spatial.distance.cdist` from the exact differences (not from
@@ -66,7 +71,9 @@ def cost_matrix(X, Y, p=2):
     return cdist(X, Y, "euclidean") ** p
 
 
-def wasserstein(X, Y, *, weights_x=None, weights_y=None, p=2, num_iter_max=None):
+def wasserstein(X: ArrayLike, Y: ArrayLike, *, weights_x: ArrayLike | None = None,
+                weights_y: ArrayLike | None = None, p: float = 2,
+                num_iter_max: int | None = None) -> float:
     r"""Exact Wasserstein distance :math:`W_p(\mu, \nu)` between two weighted point clouds.
 
     .. math::
@@ -116,8 +123,9 @@ def wasserstein(X, Y, *, weights_x=None, weights_y=None, p=2, num_iter_max=None)
     return float(max(cost, 0.0)) ** (1.0 / p)
 
 
-def sliced_wasserstein(X, Y, *, weights_x=None, weights_y=None, p=2, n_projections=200,
-                       seed=0):
+def sliced_wasserstein(X: ArrayLike, Y: ArrayLike, *, weights_x: ArrayLike | None = None,
+                       weights_y: ArrayLike | None = None, p: float = 2, n_projections: int = 200,
+                       seed: int | Sequence[int] = 0) -> float:
     r"""Sliced Wasserstein distance :math:`SW_p(\mu, \nu)`, a Monte Carlo estimate.
 
     .. math::
@@ -155,7 +163,9 @@ def sliced_wasserstein(X, Y, *, weights_x=None, weights_y=None, p=2, n_projectio
     return float(ot.sliced_wasserstein_distance(X, Y, a, b, p=p, projections=theta))
 
 
-def conditional_wasserstein(s, X, t, Y, *, weights_x=None, weights_y=None, p=2, bins=10):
+def conditional_wasserstein(s: ArrayLike, X: ArrayLike, t: ArrayLike, Y: ArrayLike, *,
+                            weights_x: ArrayLike | None = None, weights_y: ArrayLike | None = None,
+                            p: float = 2, bins: int = 10) -> float:
     r"""Binned estimator of the conditional Wasserstein distance on :math:`[0,1]\times\mathbb{R}^d`.
 
     For :math:`\bar\mu = \sum_i a_i \delta_{(s_i, x_i)}` and

@@ -26,9 +26,13 @@ parameters (a Transformer with layer-dependent weights in the limit of infinite 
   (:mod:`transformer_pde.draws`).
 """
 
-from typing import NamedTuple
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from scipy.integrate import solve_ivp
 
 from . import _checks, _progress, attention, dynamics, gaussian, transport
@@ -50,7 +54,9 @@ def _gaussian_matrix(gen, shape, scale):
     return scale * gen.standard_normal(shape) / np.sqrt(shape[-1])
 
 
-def random_parameters(gen, d=2, heads=2, *, qk_scale=0.6, v_scale=0.5, head_v_scale=0.35):
+def random_parameters(gen: np.random.Generator, d: int = 2, heads: int = 2, *,
+                      qk_scale: float = 0.6, v_scale: float = 0.5,
+                      head_v_scale: float = 0.35) -> dict[str, Any]:
     r"""Random continuous time-dependent parameters of the six variants.
 
     .. math::
@@ -85,7 +91,8 @@ def random_parameters(gen, d=2, heads=2, *, qk_scale=0.6, v_scale=0.5, head_v_sc
     return P
 
 
-def variant_field(name, P, *, weights=None, sinkhorn_tol=1e-8):
+def variant_field(name: str, P: dict[str, Any], *, weights: ArrayLike | None = None,
+                  sinkhorn_tol: float = 1e-8) -> Callable[..., Any]:
     r"""The velocity field :math:`(t, X) \mapsto \Gamma_{\mu_X}(X)` of one attention variant.
 
     ``name`` is one of :data:`VARIANTS`: softmax (``P["A"], P["V"]``), L2
@@ -114,7 +121,7 @@ def variant_field(name, P, *, weights=None, sinkhorn_tol=1e-8):
     raise ValueError(f"name must be one of {VARIANTS}, got {name!r}")
 
 
-def support_rate(name, P, t):
+def support_rate(name: str, P: dict[str, Any], t: float) -> float:
     r"""Growth rate of the support radius: :math:`\|V(t)\|_2`, or :math:`\kappa(t)` (multi-head).
 
     :math:`R(t) \le R_0\exp\int_0^t \text{rate}` (Castin, Ablin, Carrillo and Peyré, 2025, for
@@ -127,7 +134,7 @@ def support_rate(name, P, t):
     return float(np.linalg.norm(P["V"](t), 2))
 
 
-def uniform_ball(gen, n, d=2):
+def uniform_ball(gen: np.random.Generator, n: int, d: int = 2) -> NDArray[np.float64]:
     r"""``n`` points drawn uniformly in the unit ball of :math:`\mathbb R^d` (rejection)."""
     n = _checks.positive_int(n, "n")
     d = _checks.positive_int(d, "d")
@@ -143,7 +150,8 @@ _MOMENT_RHS = {"softmax": (gaussian.softmax_rhs, ("A", "V")),
                "multihead": (gaussian.multihead_rhs, ("As", "Vs"))}
 
 
-def gaussian_moments(name, P, alpha0, Sigma0, times):
+def gaussian_moments(name: str, P: dict[str, Any], alpha0: ArrayLike, Sigma0: ArrayLike,
+                     times: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     r"""Exact mean and covariance of the Gaussian solution of one variant at ``times``.
 
     For softmax attention, :math:`\dot\alpha = V(I + \Sigma A)\alpha`,
@@ -179,7 +187,8 @@ def gaussian_moments(name, P, alpha0, Sigma0, times):
     return sol.y[:d].T, sol.y[d:].T.reshape(-1, d, d)
 
 
-def max_interaction_strength(name, P, alpha0, Sigma0, T, steps=40):
+def max_interaction_strength(name: str, P: dict[str, Any], alpha0: ArrayLike, Sigma0: ArrayLike,
+                             T: float, steps: int = 40) -> float:
     r"""Largest :math:`\rho(t) = \|\Sigma(t)^{1/2} A(t)\Sigma(t)^{1/2}\|_2` on the exact solution.
 
     Maximum over ``steps + 1`` equally spaced times of :math:`[0, T]` and over the heads
@@ -195,7 +204,7 @@ def max_interaction_strength(name, P, alpha0, Sigma0, T, steps=40):
                for A in np.reshape(P[key](t), (-1, d, d)))
 
 
-def scale_interaction(P, c):
+def scale_interaction(P: dict[str, Any], c: float) -> dict[str, Any]:
     r"""Parameters with the interaction scaled by ``c > 0``: :math:`A \mapsto cA`.
 
     ``A`` and every head's ``As`` are multiplied by ``c``, ``Q`` and ``K`` by
@@ -212,8 +221,9 @@ def scale_interaction(P, c):
     return out
 
 
-def moderate_interaction(P, alpha0, Sigma0, T, rho_max, *,
-                         scales=(1.0, 0.8, 0.6, 0.4, 0.2, 0.1)):
+def moderate_interaction(P: dict[str, Any], alpha0: ArrayLike, Sigma0: ArrayLike, T: float,
+                         rho_max: float, *, scales: ArrayLike = (1.0, 0.8, 0.6, 0.4, 0.2, 0.1)
+                         ) -> tuple[dict[str, Any], float, float]:
     r"""The first scale ``c`` of ``scales`` that keeps the interaction strength below ``rho_max``.
 
     Searches ``scales`` in order for the first ``c`` such that, with
@@ -274,8 +284,10 @@ def _moment_errors_of_draw(key, name, P, alpha0, chol0, n, T, max_step, exact, k
     return errors, (XT if keep else None)
 
 
-def particle_moment_errors(name, P, alpha0, Sigma0, sizes, draws, T, seed, *, max_step=0.2,
-                           keep=False, n_jobs=None, progress=None):
+def particle_moment_errors(name: str, P: dict[str, Any], alpha0: ArrayLike, Sigma0: ArrayLike,
+                           sizes: ArrayLike, draws: int, T: float, seed: int | Sequence[int], *,
+                           max_step: float = 0.2, keep: bool = False, n_jobs: int | None = None,
+                           progress: bool | None = None) -> ParticleErrors:
     r"""Squared errors of the mean and covariance of the particle system at time ``T``.
 
     For each size :math:`n` and draw :math:`r`, :math:`n` particles are drawn i.i.d. from
@@ -347,7 +359,9 @@ def _distances_of_draw(key, clouds, alpha, chol):
     return (transport.wasserstein(X, fresh[0]), transport.wasserstein(fresh[1], fresh[0]))
 
 
-def sample_distances(clouds, alpha, Sigma, seed, *, n_jobs=None):
+def sample_distances(clouds: ArrayLike, alpha: ArrayLike, Sigma: ArrayLike,
+                     seed: int | Sequence[int], *,
+                     n_jobs: int | None = None) -> NDArray[np.float64]:
     r"""Exact :math:`W_2` from point clouds to fresh samples of :math:`\mathcal N(\alpha, \Sigma)`.
 
     For cloud :math:`j` (an array ``(n, d)``), two independent samples :math:`Y, Y'` of

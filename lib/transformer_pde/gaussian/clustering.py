@@ -3,11 +3,14 @@ of the covariance ODE through :class:`joblib.Parallel`, and the rank of each lim
 decay rates on :math:`\ker P`.
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 from joblib import delayed
+from numpy.typing import ArrayLike
 
 from .. import _checks, _progress
 from .formulas import softmax_rhs
@@ -31,8 +34,11 @@ def _clustering_run(P, V, Sigma0, times, conv_tol, rank_tol, rtol, atol):
                              rank_tol=rank_tol)
 
 
-def clustering_rank_draws(d, n_draws, rng, *, V="identity", times=None, conv_tol=1e-6,
-                          rank_tol=1e-6, rtol=1e-7, atol=1e-12, n_jobs=None, progress=None):
+def clustering_rank_draws(d: int, n_draws: int, rng: np.random.Generator, *, V: str = "identity",
+                          times: ArrayLike | None = None, conv_tol: float = 1e-6,
+                          rank_tol: float = 1e-6, rtol: float = 1e-7, atol: float = 1e-12,
+                          n_jobs: int | None = None,
+                          progress: bool | None = None) -> list[ClusteringDraw]:
     r"""The limiting-rank experiment of Castin et al. (2025) for softmax attention, K = -Q.
 
     Each draw: :math:`Q \in \mathbb R^{\lfloor d/2\rfloor\times d}` and :math:`W` with standard
@@ -97,7 +103,8 @@ class RankReading(NamedTuple):
     margin: float  # smallest distance of a rate to a threshold
 
 
-def read_limit_rank(run, P, *, settled=0.04, collapsing=0.9):
+def read_limit_rank(run: MomentTrajectory, P: ArrayLike, *, settled: float = 0.04,
+                    collapsing: float = 0.9) -> RankReading:
     r"""Read the rank of the limit of :math:`\Sigma(t)` from its compression to :math:`\ker P`.
 
     For softmax attention with :math:`A_s = -P \preceq 0` and :math:`V` symmetric positive

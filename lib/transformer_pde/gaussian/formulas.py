@@ -9,7 +9,10 @@ attention with :math:`V = I`, and the cone picture and Lyapunov functions of the
 "Gaussian initial data" (Castin, Ablin, Carrillo and Peyré, 2025).
 """
 
+from __future__ import annotations
+
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from .. import _checks
 from .._linalg import psd_sqrt
@@ -18,7 +21,8 @@ from .._linalg import psd_sqrt
 # affine fields and right-hand sides
 # --------------------------------------------------------------------------------------
 
-def affine_moments_rhs(M, b, alpha, Sigma):
+def affine_moments_rhs(M: ArrayLike, b: ArrayLike, alpha: ArrayLike,
+                       Sigma: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     r"""Moments of the affine flow :math:`\dot x = M x + b` on :math:`\mathcal N(\alpha, \Sigma)`.
 
     .. math:: \dot\alpha = M\alpha + b, \qquad \dot\Sigma = M\Sigma + \Sigma M^\top.
@@ -29,7 +33,8 @@ def affine_moments_rhs(M, b, alpha, Sigma):
     return M @ alpha + b, MS + MS.T
 
 
-def softmax_field(alpha, Sigma, A, V):
+def softmax_field(alpha: ArrayLike, Sigma: ArrayLike, A: ArrayLike,
+                  V: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     r"""Affine softmax field on a Gaussian: :math:`\Gamma(x) = V(\alpha + \Sigma A x)`.
 
     The reweighted measure :math:`e^{\langle Ax, y\rangle}\mathcal N(\alpha,\Sigma)(dy)/Z` is
@@ -46,7 +51,8 @@ def _softmax_Mb(alpha, Sigma, A, V):
     return V @ Sigma @ A, V @ alpha
 
 
-def softmax_rhs(alpha, Sigma, A, V):
+def softmax_rhs(alpha: ArrayLike, Sigma: ArrayLike, A: ArrayLike,
+                V: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     r"""Moment ODE of softmax attention on :math:`\mathcal N(\alpha, \Sigma)`.
 
     .. math::
@@ -61,7 +67,8 @@ def softmax_rhs(alpha, Sigma, A, V):
     return affine_moments_rhs(M, b, np.asarray(alpha, float), 0.5 * (Sigma + np.transpose(Sigma)))
 
 
-def l2_field(alpha, Sigma, Q, K, V):
+def l2_field(alpha: ArrayLike, Sigma: ArrayLike, Q: ArrayLike, K: ArrayLike,
+             V: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     r"""Affine L2 field on a Gaussian.
 
     .. math:: \Gamma(x) = V(I + 2\Sigma K^\top K)^{-1}(\alpha + 2\Sigma A x).
@@ -84,7 +91,8 @@ def _l2_Mb(alpha, Sigma, Q, K, V):
     return 2.0 * V @ R @ Sigma @ (K.T @ Q), V @ R @ alpha
 
 
-def l2_rhs(alpha, Sigma, Q, K, V):
+def l2_rhs(alpha: ArrayLike, Sigma: ArrayLike, Q: ArrayLike, K: ArrayLike,
+           V: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     r"""Moment ODE of L2 attention on :math:`\mathcal N(\alpha, \Sigma)`.
 
     .. math::
@@ -112,7 +120,8 @@ def _sinkhorn_M(Sigma, A, V, epsilon):
     return 2.0 * c * V @ S12 @ middle @ S12 @ A
 
 
-def sinkhorn_plan_cross_covariance(Sigma, Q, K, *, epsilon=1.0):
+def sinkhorn_plan_cross_covariance(Sigma: ArrayLike, Q: ArrayLike, K: ArrayLike, *,
+                                   epsilon: float = 1.0) -> NDArray[np.float64]:
     r"""Cross-covariance :math:`C = \mathrm{Cov}_\pi(x, y)` of the entropic self-plan of a Gaussian.
 
     The plan of cost :math:`|Qx - Ky|^2` and regularisation :math:`\varepsilon` (kernel
@@ -142,7 +151,8 @@ def sinkhorn_plan_cross_covariance(Sigma, Q, K, *, epsilon=1.0):
     return S12 @ G @ S12
 
 
-def sinkhorn_field(alpha, Sigma, Q, K, V, epsilon=1.0):
+def sinkhorn_field(alpha: ArrayLike, Sigma: ArrayLike, Q: ArrayLike, K: ArrayLike, V: ArrayLike,
+                   epsilon: float = 1.0) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     r"""Affine Sinkhorn field on a Gaussian.
 
     .. math:: \Gamma(x) = V\,\mathbb E_\pi[y \mid x] = V\alpha + M(x - \alpha).
@@ -177,7 +187,8 @@ def _sinkhorn_Mb(alpha, Sigma, Q, K, V, epsilon=1.0):
     return M, V @ alpha - M @ alpha
 
 
-def sinkhorn_rhs(alpha, Sigma, Q, K, V, epsilon=1.0):
+def sinkhorn_rhs(alpha: ArrayLike, Sigma: ArrayLike, Q: ArrayLike, K: ArrayLike, V: ArrayLike,
+                 epsilon: float = 1.0) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     r"""Moment ODE of Sinkhorn attention on :math:`\mathcal N(\alpha, \Sigma)`.
 
     .. math::
@@ -195,7 +206,8 @@ def sinkhorn_rhs(alpha, Sigma, Q, K, V, epsilon=1.0):
     return affine_moments_rhs(M, b, np.asarray(alpha, float), 0.5 * (Sigma + np.transpose(Sigma)))
 
 
-def sinkhorn_rhs_published(Sigma, Q, K, V):
+def sinkhorn_rhs_published(Sigma: ArrayLike, Q: ArrayLike, K: ArrayLike,
+                           V: ArrayLike) -> NDArray[np.float64]:
     r"""The covariance ODE of Sinkhorn attention as computed by the authors' public code.
 
     .. math::
@@ -227,7 +239,8 @@ def sinkhorn_rhs_published(Sigma, Q, K, V):
     return term + term.T
 
 
-def multihead_field(alpha, Sigma, As, Vs):
+def multihead_field(alpha: ArrayLike, Sigma: ArrayLike, As: ArrayLike,
+                    Vs: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     r"""Affine multi-head softmax field: :math:`\Gamma(x) = \sum_h V_h(\alpha + \Sigma A_h x)`.
 
     :math:`M = \sum_h V_h\Sigma A_h`, :math:`b = \sum_h V_h\alpha` (output projections folded into
@@ -251,7 +264,8 @@ def _multihead_Mb(alpha, Sigma, As, Vs):
     return M, Vs.sum(axis=0) @ alpha
 
 
-def multihead_rhs(alpha, Sigma, As, Vs):
+def multihead_rhs(alpha: ArrayLike, Sigma: ArrayLike, As: ArrayLike,
+                  Vs: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     r"""Moment ODE of multi-head softmax attention: the sum of the heads' terms.
 
     .. math::
@@ -285,7 +299,7 @@ def _sym_part(A, d):
     return 0.5 * (A + A.T)
 
 
-def softmax_identity_blowup_time(Sigma0, A):
+def softmax_identity_blowup_time(Sigma0: ArrayLike, A: ArrayLike) -> float:
     r"""Blow-up time of :math:`\dot\Sigma = 2\Sigma A_s\Sigma` (softmax, :math:`V = I`).
 
     .. math::
@@ -305,7 +319,8 @@ def softmax_identity_blowup_time(Sigma0, A):
     return np.inf if lam <= 1e-12 * np.abs(lams).max() else 1.0 / (2.0 * lam)
 
 
-def softmax_identity_covariance(Sigma0, A, t):
+def softmax_identity_covariance(Sigma0: ArrayLike, A: ArrayLike,
+                                t: ArrayLike) -> NDArray[np.float64]:
     r"""Closed form :math:`\Sigma(t) = (\Sigma_0^{-1} - 2tA_s)^{-1}` of softmax attention, V = I.
 
     Written as :math:`\Sigma_0^{1/2}(I - 2t\Sigma_0^{1/2}A_s\Sigma_0^{1/2})^{-1}\Sigma_0^{1/2}`,
@@ -330,7 +345,8 @@ def softmax_identity_covariance(Sigma0, A, t):
     return np.einsum("ij,...j,kj->...ik", W, 1.0 / denom, W)
 
 
-def softmax_identity_limit(Sigma0, A, *, rank_tol=1e-10):
+def softmax_identity_limit(Sigma0: ArrayLike, A: ArrayLike, *,
+                           rank_tol: float = 1e-10) -> NDArray[np.float64]:
     r"""Limit :math:`\lim_{t\to\infty}(\Sigma_0^{-1} - 2tA_s)^{-1}` when :math:`A_s = -P \preceq 0`.
 
     .. math::
@@ -356,7 +372,7 @@ def softmax_identity_limit(Sigma0, A, *, rank_tol=1e-10):
 
 
 
-def cone_coordinates(Sigma):
+def cone_coordinates(Sigma: ArrayLike) -> NDArray[np.float64]:
     r"""The point :math:`(a - b,\ 2c,\ a + b)` of a :math:`2\times 2` covariance
     :math:`\left[\begin{smallmatrix} a & c\\ c & b\end{smallmatrix}\right]`.
 
@@ -372,7 +388,7 @@ def cone_coordinates(Sigma):
                      S[..., 0, 0] + S[..., 1, 1]], axis=-1)
 
 
-def covariance_from_cone(u, w, v):
+def covariance_from_cone(u: float, w: float, v: float) -> NDArray[np.float64]:
     r"""Inverse of :func:`cone_coordinates`: the symmetric matrix
     :math:`\tfrac12\left[\begin{smallmatrix} v + u & w\\ w & v - u\end{smallmatrix}\right]`
     (positive semi-definite iff :math:`v \ge \sqrt{u^2 + w^2}`)."""
@@ -382,7 +398,7 @@ def covariance_from_cone(u, w, v):
     return np.array([[(v + u) / 2, w / 2], [w / 2, (v - u) / 2]])
 
 
-def softmax_lyapunov(Sigma, V):
+def softmax_lyapunov(Sigma: ArrayLike, V: ArrayLike) -> float:
     r"""The Lyapunov function :math:`\operatorname{tr}(V^{-1}\Sigma)` of softmax attention.
 
     For :math:`V` symmetric positive definite and :math:`A_s = \tfrac12(A + A^\top) = -P
@@ -410,7 +426,7 @@ def softmax_lyapunov(Sigma, V):
     return np.einsum("ij,...ji->...", np.linalg.inv(V), S)
 
 
-def l2_growth_rate_bound(Q, K, V):
+def l2_growth_rate_bound(Q: ArrayLike, K: ArrayLike, V: ArrayLike) -> float:
     r"""A rate :math:`c` with :math:`\operatorname{tr}\Sigma(t) \le e^{2ct}\operatorname{tr}
     \Sigma_0` for L2 attention, :math:`K` square and invertible.
 

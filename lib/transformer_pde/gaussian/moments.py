@@ -7,9 +7,14 @@ the time) and on convergence of :math:`\Sigma` (with the limit, its rank and the
 of its eigenvalues); the result is a :class:`MomentTrajectory`.
 """
 
+from __future__ import annotations
+
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.integrate import BDF, DOP853, LSODA, RK23, RK45, Radau
 from scipy.optimize import brentq
 
@@ -68,9 +73,12 @@ class MomentTrajectory:
     log_rates: np.ndarray | None = None
 
 
-def integrate_moments(rhs, alpha0, Sigma0, times, *, args=(), formulation="auto",
-                      method="DOP853", rtol=1e-10, atol=1e-12, blowup_norm=None,
-                      conv_tol=1e-7, rank_tol=1e-12, rate_threshold=0.5, t_origin=None):
+def integrate_moments(rhs: Callable[..., Any], alpha0: ArrayLike, Sigma0: ArrayLike,
+                      times: ArrayLike, *, args: tuple = (), formulation: str = "auto",
+                      method: str = "DOP853", rtol: float = 1e-10, atol: float = 1e-12,
+                      blowup_norm: float | None = None, conv_tol: float = 1e-7,
+                      rank_tol: float = 1e-12, rate_threshold: float = 0.5,
+                      t_origin: float | None = None) -> MomentTrajectory:
     r"""Integrate the moment ODE :math:`(\dot\alpha, \dot\Sigma) = \mathrm{rhs}(\alpha, \Sigma)`.
 
     Parameters

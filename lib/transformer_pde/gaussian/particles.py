@@ -7,13 +7,20 @@ exponent of a Monte Carlo error with a replicate-based standard error
 (:func:`rms_error_rate`).
 """
 
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from .. import _checks
 from ..fitting import PowerLawFit
 
 
-def particle_moment_rates(X, velocities, *, weights=None):
+def particle_moment_rates(X: ArrayLike, velocities: ArrayLike, *, weights: ArrayLike | None = None
+                          ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     r"""Empirical rates of the mean and covariance of particles ``X`` moving with ``velocities``.
 
     .. math::
@@ -39,7 +46,7 @@ def particle_moment_rates(X, velocities, *, weights=None):
     return w @ v, C + C.T
 
 
-def replicate_z_scores(samples, target):
+def replicate_z_scores(samples: ArrayLike, target: ArrayLike) -> NDArray[np.float64]:
     r"""Distance of the mean of independent replicates from a target, in standard errors.
 
     .. math::
@@ -65,7 +72,7 @@ def replicate_z_scores(samples, target):
     return np.abs(s.mean(axis=0) - t) / se
 
 
-def rms_error_rate(ns, squared_errors):
+def rms_error_rate(ns: ArrayLike, squared_errors: ArrayLike) -> PowerLawFit:
     r"""Exponent of a root-mean-square error :math:`\varepsilon(n) \approx C n^{p}` from replicates.
 
     ``squared_errors[k, r]`` is the squared error of replicate :math:`r` at sample size
@@ -115,7 +122,7 @@ def rms_error_rate(ns, squared_errors):
 
 
 
-def moment_vector(dalpha, dSigma):
+def moment_vector(dalpha: ArrayLike, dSigma: ArrayLike) -> NDArray[np.float64]:
     r"""Stack :math:`(\dot\alpha, \dot\Sigma)` into one vector: :math:`\dot\alpha` then the
     upper triangle of :math:`\dot\Sigma` (row by row), of length :math:`d + d(d+1)/2`.
 
@@ -129,7 +136,9 @@ def moment_vector(dalpha, dSigma):
     return np.concatenate([a, S[np.triu_indices(a.size)]])
 
 
-def particle_moment_samples(velocity, alpha, Sigma, ns, reps, rng):
+def particle_moment_samples(velocity: Callable[..., Any], alpha: ArrayLike, Sigma: ArrayLike,
+                            ns: ArrayLike, reps: int,
+                            rng: np.random.Generator) -> NDArray[np.float64]:
     r"""Independent particle estimates of the moment rates at several sample sizes.
 
     For each :math:`n` in ``ns`` and each of ``reps`` replicates, draw
@@ -156,7 +165,7 @@ def particle_moment_samples(velocity, alpha, Sigma, ns, reps, rng):
     return out
 
 
-def relative_squared_errors(samples, target):
+def relative_squared_errors(samples: ArrayLike, target: ArrayLike) -> NDArray[np.float64]:
     r"""Squared relative errors :math:`|s - t|^2 / |t|^2` of estimates ``samples`` ``(..., m)``.
 
     Returns an array of shape ``samples.shape[:-1]``; with ``samples`` from
