@@ -20,6 +20,7 @@ never, ``None`` (default) follows :func:`interactive`. The results are the same 
 (the bar only watches them arrive, in order).
 """
 
+import importlib.util
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -57,14 +58,12 @@ def wanted(progress: bool | None) -> bool:
 
 
 def _text_or_notebook_bar(total: int, desc: str):
-    """A notebook bar in a kernel with ipywidgets, else a text bar on stderr."""
-    if _in_kernel():
-        try:
-            from tqdm.notebook import tqdm as notebook_tqdm
+    """A notebook bar in a kernel with ipywidgets, else a text bar on stderr (which Jupyter
+    redraws in place)."""
+    if _in_kernel() and importlib.util.find_spec("ipywidgets") is not None:
+        from tqdm.notebook import tqdm as notebook_tqdm
 
-            return notebook_tqdm(total=total, desc=desc)
-        except ImportError:  # no ipywidgets: the text bar, which Jupyter redraws in place
-            pass
+        return notebook_tqdm(total=total, desc=desc)
     from tqdm.std import tqdm
 
     return tqdm(total=total, desc=desc, file=sys.stderr)
