@@ -153,3 +153,9 @@ def test_visible_code_fits_the_column(notebook):
             if len(line) > VISIBLE_LINE:
                 problems.append(f"cell {i}: {len(line)} characters: {line.strip()[:50]}")
     assert not problems, problems
+
+
+def test_no_placeholder_left_in_the_text(notebook):
+    markdown = "\n".join(_source(c) for c in _cells(notebook) if c["cell_type"] == "markdown")
+    hits = re.findall(r"\{\{[^}]*\}\}|\bTODO\b|\bXX_\w+|\bFIXME\b", markdown)
+    assert not hits, f"{notebook.name}: placeholders in the text {hits}"
