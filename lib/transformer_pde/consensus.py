@@ -10,7 +10,10 @@ row-stochastic for every :math:`t`: the continuous-time analogue of the product 
 stochastic matrices (Hegselmann and Krause, 2002, for opinion dynamics).
 """
 
+from __future__ import annotations
+
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from scipy.special import softmax
 
 from . import _checks, dynamics
@@ -18,7 +21,9 @@ from . import _checks, dynamics
 __all__ = ["transition_matrix"]
 
 
-def transition_matrix(Z0, times, A, *, rtol=1e-10, atol=1e-12):
+def transition_matrix(Z0: ArrayLike, times: ArrayLike, A: ArrayLike, *, rtol: float = 1e-10,
+                      atol: float = 1e-12
+                      ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     r"""The tokens :math:`z(t)` and the matrix :math:`\Phi(t)` with :math:`z(t) = \Phi(t) z(0)`.
 
     Integrates :math:`\dot Y = (P(t) - I) Y` for :math:`Y = [\,z \mid \Phi\,]` (shape

@@ -18,7 +18,10 @@ mathematical perspective on Transformers*, Bull. AMS 2025). Everything is comput
 domain: :math:`E` overflows as soon as the logits pass about 700.
 """
 
+from __future__ import annotations
+
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from scipy.special import logsumexp
 
 from . import _checks
@@ -35,7 +38,7 @@ def _tokens_and_A(X, A):
     return X, A
 
 
-def log_interaction_energy(X, A):
+def log_interaction_energy(X: ArrayLike, A: ArrayLike) -> float:
     r""":math:`\log E = \log \sum_{i,j} e^{\langle A x_i, x_j\rangle}` (log-sum-exp).
 
     Parameters
@@ -51,7 +54,7 @@ def log_interaction_energy(X, A):
     return float(logsumexp(X @ A @ X.T))
 
 
-def log_energy_gradient(X, A):
+def log_energy_gradient(X: ArrayLike, A: ArrayLike) -> NDArray[np.float64]:
     r"""The gradient of :math:`\log E`, shape ``(n, d)``.
 
     .. math::
@@ -64,7 +67,7 @@ def log_energy_gradient(X, A):
     return 2.0 * (weights @ X) @ A
 
 
-def attention_metric_weights(X, A):
+def attention_metric_weights(X: ArrayLike, A: ArrayLike) -> NDArray[np.float64]:
     r"""The weights :math:`2 Z_i / E` of the metric of self-attention as a gradient flow.
 
     With :math:`V = I_d` and :math:`A \succ 0`, the velocity of softmax self-attention is

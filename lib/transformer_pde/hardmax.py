@@ -13,7 +13,10 @@ integrates runs until each has spent a given time in its hardmax phase
 (:func:`integrate_until_settled`): how long the soft phase lasts is decided by the draw.
 """
 
+from __future__ import annotations
+
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from . import _checks
 from .clusters import integrate_draws, polytope_vertices, rescaled_attention_matrix
@@ -35,7 +38,8 @@ def _stochastic(P, name="P"):
     return P
 
 
-def attention_structure(P, tol):
+def attention_structure(P: ArrayLike, tol: float
+                        ) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
     r"""The targets :math:`\ell(i) = \arg\max_j P_{ij}` and the rows that are settled (depth one).
 
     Row :math:`i` is *settled* when it is within ``tol`` of its basis row,
@@ -68,7 +72,7 @@ def attention_structure(P, tol):
     return target.astype(int), near & depth_one & leader_ok
 
 
-def settling_index(P, tol, rows=None):
+def settling_index(P: ArrayLike, tol: float, rows: ArrayLike | None = None) -> int:
     r"""The first index from which the given rows stay settled, with one leader map, to the end.
 
     For a stack ``P`` of attention matrices along a run (shape ``(m, n, n)``), returns the
@@ -87,7 +91,8 @@ def settling_index(P, tol, rows=None):
     return int(bad[-1] + 1) if bad.size else 0
 
 
-def hardmax_flow(Z0, A, times, *, margin=1e-9):
+def hardmax_flow(Z0: ArrayLike, A: ArrayLike, times: ArrayLike, *, margin: float = 1e-9
+                 ) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
     r"""The hardmax flow of Alcalde, Geshkovski and Ruiz-Balet in closed form.
 
     The flow :math:`\dot z_i = v_{\sigma(i)} - z_i`, where :math:`v_{\sigma(i)}` maximises
@@ -146,7 +151,10 @@ def hardmax_flow(Z0, A, times, *, margin=1e-9):
     return decay * Z0[None] + (1.0 - decay) * Z0[cell][None], cell.astype(int)
 
 
-def hardmax_deviation(W, times, P, target, lam, start, rows=None, *, accuracy=0.0):
+def hardmax_deviation(W: ArrayLike, times: ArrayLike, P: ArrayLike, target: ArrayLike,
+                      lam: float, start: int, rows: ArrayLike | None = None, *,
+                      accuracy: float = 0.0
+                      ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     r"""How far a run is from the hardmax flow after ``times[start]``: measured and bounded.
 
     Let :math:`w_i` be linear coordinates of the tokens along which the dynamics reads
@@ -267,8 +275,12 @@ def _window_start(run, modes, window_steps, tol, rel):
     return None, target
 
 
-def integrate_until_settled(Z0, times, A, V=None, *, modes=None, window=4.0, cap=20.0,
-                            tol=1e-6, rel=1e-2, rtol=1e-12, atol=1e-14):
+def integrate_until_settled(Z0: ArrayLike, times: ArrayLike, A: ArrayLike,
+                            V: ArrayLike | None = None, *,
+                            modes: list[tuple[ArrayLike, float]] | None = None,
+                            window: float = 4.0, cap: float = 20.0, tol: float = 1e-6,
+                            rel: float = 1e-2, rtol: float = 1e-12, atol: float = 1e-14
+                            ) -> list[dict]:
     r"""Runs of the rescaled dynamics, each integrated until ``window`` into its hardmax phase.
 
     Every run is integrated on the uniform grid ``times`` (from 0, step :math:`h`) with
