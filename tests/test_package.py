@@ -153,10 +153,6 @@ def test_the_package_docstring_lists_every_public_module():
         assert getattr(tp, name).__name__ == f"transformer_pde.{name}"
 
 
-#: Chapter 4's modules, typed when that chapter's rewrite lands (they are excluded until then).
-UNTYPED = {"hardmax", "energy", "consensus"}
-
-
 def test_public_functions_of_every_public_module_are_typed():
     import inspect
     import typing
@@ -166,8 +162,6 @@ def test_public_functions_of_every_public_module_are_typed():
     local = {"Tokenizer": tokenizers.Tokenizer}  # imported by pretrained for type checkers only
     checked = 0
     for name in tp.__all__:
-        if name in UNTYPED:
-            continue
         module = getattr(tp, name)
         for attr in module.__all__:
             f = getattr(module, attr)
