@@ -48,8 +48,9 @@ book: install
 lint: install
 	$(BIN)/ruff check lib tests benchmarks book
 
+# the unit tests on every CPU this process may use, one test file per worker (pytest-xdist)
 unit: install
-	$(BIN)/python -m pytest tests --durations=20
+	$(BIN)/python -m pytest tests -n auto --dist loadfile --durations=20
 
 NBVAL := -m pytest --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
 	-p no:cacheprovider
