@@ -10,6 +10,7 @@ import contextlib
 import io
 import json
 import re
+import sys
 from pathlib import Path
 
 import matplotlib
@@ -59,3 +60,15 @@ def run(code, namespace):
     except AssertionError as err:
         return err
     return None
+
+
+def seeds_from_argv(count=200, start=1000):
+    """``(SEEDS, START)`` from the command line ``[seeds] [start]``: SEED runs over
+    ``range(START, START + SEEDS)``."""
+    count = int(sys.argv[1]) if len(sys.argv) > 1 else count
+    start = int(sys.argv[2]) if len(sys.argv) > 2 else start
+    return count, start
+
+
+#: chapter 4's first cell without its long integration: the identity matrices the cells use
+CH04_IDENTITIES = compile("I2, I3 = np.eye(2), np.eye(3)", "identities", "exec")

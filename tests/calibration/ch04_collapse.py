@@ -6,16 +6,13 @@ growth of Sigma^-1 from 2 (the band is 0.05).
 Usage: python tests/calibration/ch04_collapse.py [seeds] [start]
 """
 
-import sys
-
 import numpy as np
-from _notebook import cell, run, setup
+from _notebook import CH04_IDENTITIES, cell, run, seeds_from_argv, setup
 
 NB = "04_clustering.ipynb"
-SEEDS = int(sys.argv[1]) if len(sys.argv) > 1 else 200
-START = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
+SEEDS, START = seeds_from_argv()
 # the first cell's long x-integration is skipped: only its identity matrices are needed
-prelude = [compile("I2, I3 = np.eye(2), np.eye(3)", "identities", "exec"),
+prelude = [CH04_IDENTITIES,
            cell(NB, "t_c = np.concatenate")]
 checks = cell(NB, "rate16 = (np.linalg.inv")
 failures, worst, worst_uniform, worst_mean = 0, 0.0, 0.0, 0.0

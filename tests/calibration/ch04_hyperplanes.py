@@ -7,15 +7,12 @@ of the soft phase.
 Usage: python tests/calibration/ch04_hyperplanes.py [seeds] [start]
 """
 
-import sys
-
-from _notebook import cell, run, setup
+from _notebook import CH04_IDENTITIES, cell, run, seeds_from_argv, setup
 
 NB = "04_clustering.ipynb"
-SEEDS = int(sys.argv[1]) if len(sys.argv) > 1 else 200
-START = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
+SEEDS, START = seeds_from_argv()
 # the first cell's long x-integration is skipped: only its identity matrices are needed
-prelude = [compile("I2, I3 = np.eye(2), np.eye(3)", "identities", "exec"),
+prelude = [CH04_IDENTITIES,
            cell(NB, "gap_spd = np.max")]
 hyper = [cell(NB, "V_h = np.array"), cell(NB, "both runs: support functions")]
 para = [cell(NB, "V_ps = np.diag"), cell(NB, "F-hull non-increasing")]

@@ -7,16 +7,13 @@ s = START..START+SEEDS-1, and prints the failures and the range of each measured
 Usage: python tests/calibration/ch04_numerics.py [seeds] [start]
 """
 
-import sys
-
 import numpy as np
-from _notebook import cell, run, setup
+from _notebook import CH04_IDENTITIES, cell, run, seeds_from_argv, setup
 
 NB = "04_clustering.ipynb"
-SEEDS = int(sys.argv[1]) if len(sys.argv) > 1 else 200
-START = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
+SEEDS, START = seeds_from_argv()
 # the first cell's long x-integration is skipped: only its identity matrices are needed
-cells = [compile("I2, I3 = np.eye(2), np.eye(3)", "identities", "exec"),
+cells = [CH04_IDENTITIES,
          cell(NB, "rng_num = np.random"),
          cell(NB, "t_long = np.linspace"), cell(NB, "residual_order = np.log2")]
 failures, seen = 0, {"residual order": [], "Euler order": [], "RK4 order": [],

@@ -7,13 +7,10 @@ assertion cell and how many sequences needed more than t = 12.
 Usage: python tests/calibration/ch04_one_d.py [seeds] [start]
 """
 
-import sys
-
-from _notebook import cell, run, setup
+from _notebook import cell, run, seeds_from_argv, setup
 
 NB = "04_clustering.ipynb"
-SEEDS = int(sys.argv[1]) if len(sys.argv) > 1 else 200
-START = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
+SEEDS, START = seeds_from_argv()
 compute, checks = cell(NB, "one_d = []"), cell(NB, "d = 1: P(t) in the set P")
 failures, extended, worst = 0, 0, 0
 for seed in range(START, START + SEEDS):

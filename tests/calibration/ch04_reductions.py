@@ -7,13 +7,10 @@ the failures and the largest gaps (bands 1e-9 of the scale, 1e-8 and 1e-8).
 Usage: python tests/calibration/ch04_reductions.py [seeds] [start]
 """
 
-import sys
-
-from _notebook import cell, run, setup
+from _notebook import cell, run, seeds_from_argv, setup
 
 NB = "04_clustering.ipynb"
-SEEDS = int(sys.argv[1]) if len(sys.argv) > 1 else 200
-START = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
+SEEDS, START = seeds_from_argv()
 cells = [cell(NB, "gap_hardmax = np.max"), cell(NB, "assert gap_random <"),
          cell(NB, "gap_spd = np.max"), cell(NB, "assert max(gap_spd")]
 failures, ratio = 0, 0.0

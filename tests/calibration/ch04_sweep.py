@@ -10,16 +10,13 @@ the distribution of the end t0 of the soft phase over all runs, with its tail.
 Usage: python tests/calibration/ch04_sweep.py [seeds] [start]
 """
 
-import sys
-
 import numpy as np
-from _notebook import cell, run, setup
+from _notebook import CH04_IDENTITIES, cell, run, seeds_from_argv, setup
 
 NB = "04_clustering.ipynb"
-SEEDS = int(sys.argv[1]) if len(sys.argv) > 1 else 200
-START = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
+SEEDS, START = seeds_from_argv()
 # the first cell's long x-integration is skipped: only its identity matrices are needed
-prelude = [compile("I2, I3 = np.eye(2), np.eye(3)", "identities", "exec"),
+prelude = [CH04_IDENTITIES,
            cell(NB, "gap_spd = np.max"), cell(NB, "integrate_until_settled(Z0, t_grid")]
 checks = cell(NB, "assert run[\"start\"] is not None, (name")
 consensus = [cell(NB, "consensus.transition_matrix"), cell(NB, "delta_frozen =")]
