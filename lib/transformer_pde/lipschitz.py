@@ -36,7 +36,6 @@ a pair ``(Q, K)`` of ``(k, d)`` arrays with :math:`A = K^\top Q`, and ``V`` eith
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -199,7 +198,7 @@ class LipschitzResult(NamedTuple):
 def local_lipschitz(X: ArrayLike, A: ArrayLike, V: ArrayLike, *, causal: bool = False,
                     weights: ArrayLike | None = None, tol: float = 1e-6,
                     return_vectors: bool = False, v0: ArrayLike | None = None,
-                    seed: int | Sequence[int] = 0, ncv: int = 10, maxiter: int | None = None,
+                    seed: int = 0, ncv: int = 10, maxiter: int | None = None,
                     method: str = "lanczos") -> float | LipschitzResult:
     r"""Local Lipschitz constant :math:`\mathrm{Lip}_X(f) = \|D_X f\|_2` of self-attention.
 
@@ -274,7 +273,8 @@ def local_lipschitz(X: ArrayLike, A: ArrayLike, V: ArrayLike, *, causal: bool = 
         as given, without the structured start.
     seed : int
         Seed of the random part of the starting vector when ``v0`` is not given
-        (deterministic).
+        (deterministic): a non-negative integer (``None``, negative values and bools are
+        refused with a ``ValueError``).
     ncv : int
         Number of Lanczos vectors of ARPACK (``method="arpack"`` only; the default method
         keeps up to 40 vectors, fewer when they would exceed 256 MiB, and restarts from the
@@ -292,7 +292,7 @@ def local_lipschitz(X: ArrayLike, A: ArrayLike, V: ArrayLike, *, causal: bool = 
 def local_lipschitz_multihead(X: ArrayLike, As: ArrayLike, Vs: ArrayLike, *, causal: bool = False,
                               weights: ArrayLike | None = None, tol: float = 1e-6,
                               return_vectors: bool = False, v0: ArrayLike | None = None,
-                              seed: int | Sequence[int] = 0, ncv: int = 10,
+                              seed: int = 0, ncv: int = 10,
                               maxiter: int | None = None,
                               method: str = "lanczos") -> float | LipschitzResult:
     r"""Local Lipschitz constant :math:`\|D_X f\|_2` of multi-head attention :math:`\sum_h f^{(h)}`.
@@ -498,7 +498,7 @@ def hardmax_indices(X: ArrayLike, A: ArrayLike, *, causal: bool = False) -> NDAr
     X = _checks.points(X, "X")
     A = _checks.matrix(A, "A", shape=(X.shape[1], X.shape[1]))
     S = (X @ A.T) @ X.T
-    if causal:
+    if _checks.flag(causal, "causal"):
         S[np.triu_indices(X.shape[0], 1)] = -np.inf
     return np.argmax(S, axis=1)
 
@@ -551,7 +551,7 @@ def _heads(As, Vs, d, *, multi):
     nameA, nameV = ("As", "Vs") if multi else ("A", "V")
 
     def arr(M, name):
-        M = np.asarray(M, dtype=np.float64)
+        M = _checks.real_array(M, name)
         if M.ndim != ndim:
             raise ValueError(f"{name} must have {ndim} dimensions"
                              f"{' (H, ., .)' if multi else ''}, got shape {M.shape}")
@@ -667,7 +667,7 @@ def _apply_vjp(lin, G, query_only=False):
 
 
 def _check_direction(E, shape, name):
-    E = np.asarray(E, dtype=np.float64)
+    E = _checks.real_array(E, name)
     if E.shape != shape:
         raise ValueError(f"{name} must have shape {shape}, got {E.shape}")
     if not np.all(np.isfinite(E)):
@@ -678,7 +678,7 @@ def _check_direction(E, shape, name):
 def _prepare(X, As, Vs, causal, weights, multi):
     X = _checks.points(X, "X")
     heads = _heads(As, Vs, X.shape[1], multi=multi)
-    return X, _linearise(X, heads, bool(causal), weights)
+    return X, _linearise(X, heads, _checks.flag(causal, "causal"), weights)
 
 
 def _dense(lin, n, d):
@@ -888,8 +888,8 @@ def _lipschitz_options(tol, seed, ncv, maxiter, method):
     ncv = _checks.positive_int(ncv, "ncv")
     if maxiter is not None:
         maxiter = _checks.positive_int(maxiter, "maxiter")
-    if seed is not None and not isinstance(seed, (int, np.integer)):
-        raise ValueError(f"seed must be an integer, got {seed!r}")
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     if method not in ("lanczos", "arpack"):
         raise ValueError(f"method must be 'lanczos' or 'arpack', got {method!r}")
     return tol, seed, ncv, maxiter
@@ -900,14 +900,15 @@ def _local_lipschitz(X, As, Vs, causal, weights, multi, tol, return_vectors, v0,
     tol, seed, ncv, maxiter = _lipschitz_options(tol, seed, ncv, maxiter, method)
     X = _checks.points(X, "X")
     heads = _heads(As, Vs, X.shape[1], multi=multi)
-    causal = bool(causal)
+    causal = _checks.flag(causal, "causal")
+    return_vectors = _checks.flag(return_vectors, "return_vectors")
     merge = None
     if not causal and weights is None and v0 is None and method == "lanczos":
         merge = _coinciding_tokens(X)
     if merge is not None:
-        res = _merged_top_singular(heads, merge, tol, seed, maxiter, bool(return_vectors))
+        res = _merged_top_singular(heads, merge, tol, seed, maxiter, return_vectors)
     else:
         res = _top_singular(_linearise(X, heads, causal, weights), X, tol=tol, v0=v0,
                             seed=seed, ncv=ncv, maxiter=maxiter, method=method,
-                            vectors=bool(return_vectors))
+                            vectors=return_vectors)
     return res if return_vectors else res.value
