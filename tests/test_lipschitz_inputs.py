@@ -75,3 +75,17 @@ def test_numpy_integer_seed_accepted_and_deterministic(config):
     X, A, V = config
     assert lipschitz.local_lipschitz(X, A, V, seed=np.int64(3)) == \
         lipschitz.local_lipschitz(X, A, V, seed=3)
+
+
+def test_bounds_refuse_complex_radius_and_overflow():
+    A, V = np.eye(2), np.eye(2)
+    with pytest.raises(ValueError, match="R"):
+        lipschitz.theorem1_upper_bound(A, V, 1 + 1j, 4)
+    with pytest.raises(ValueError, match="overflows"):
+        lipschitz.geshkovski_upper_bound(A, V, 100.0)
+    # just below the overflow the value is finite and equals the formula
+    R = 13.0
+    expected = (1 + 3 * R**2) * np.exp(2 * R**2)
+    assert lipschitz.geshkovski_upper_bound(A, V, R) == pytest.approx(expected, rel=1e-12)
+    with pytest.raises(ValueError, match="overflows"):
+        lipschitz.theorem1_upper_bound(A, V, 1e100, 4)

@@ -351,7 +351,7 @@ def _norm2(M, name):
 
 
 def _nonneg(x, name):
-    x = np.asarray(x, dtype=np.float64)
+    x = _checks.real_array(x, name)
     if not np.all(np.isfinite(x)) or np.any(x < 0):
         raise ValueError(f"{name} must be finite and non-negative")
     return x
@@ -379,7 +379,9 @@ def theorem1_upper_bound(A: ArrayLike, V: ArrayLike, R: ArrayLike,
     a, v = _norm2(A, "A"), _norm2(V, "V")
     R = _nonneg(R, "R")
     n = _token_counts(n)
-    return np.sqrt(3.0) * v * np.sqrt(a**2 * R**4 * (4 * n + 1) + n)
+    with np.errstate(over="ignore"):
+        bound = np.sqrt(3.0) * v * np.sqrt(a**2 * R**4 * (4 * n + 1) + n)
+    return _finite_bound(bound, "R")
 
 
 def geshkovski_upper_bound(A: ArrayLike, V: ArrayLike, R: float) -> float:
@@ -391,7 +393,17 @@ def geshkovski_upper_bound(A: ArrayLike, V: ArrayLike, R: float) -> float:
     """
     a, v = _norm2(A, "A"), _norm2(V, "V")
     R = _nonneg(R, "R")
-    return v * (1 + 3 * a * R**2) * np.exp(2 * a * R**2)
+    with np.errstate(over="ignore"):
+        bound = v * (1 + 3 * a * R**2) * np.exp(2 * a * R**2)
+    return _finite_bound(bound, "R")
+
+
+def _finite_bound(bound, name):
+    """``bound`` if every value is finite; a ``ValueError`` naming ``name`` when the bound
+    exceeds the largest float64 (about 1.8e308) instead of an ``inf``."""
+    if not np.all(np.isfinite(bound)):
+        raise ValueError(f"the bound overflows float64 at this {name} (it exceeds 1.8e308)")
+    return bound
 
 
 def theorem1_lower_bound(n: int, R: float, gamma: float) -> float:
