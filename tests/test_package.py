@@ -26,6 +26,9 @@ def test_modules_are_attributes_of_the_package():
                     if not m.name.startswith("_"))
     assert tp.__all__ == public and "attention" in public
     assert set(public) <= set(dir(tp))
+    # dir() shows what a reader can use: the modules and the version, no import helpers
+    # (importlib, pkgutil, ModuleType) and no private module
+    assert set(dir(tp)) == set(public) | {"__version__"}
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         tp.nothing  # noqa: B018
     with pytest.raises(AttributeError):

@@ -81,25 +81,26 @@ open in Jupyter), nothing at all otherwise (nbval, ``nbconvert --execute``, pyte
 """
 
 
-import importlib
-import pkgutil
-from types import ModuleType
+import importlib as _importlib
+import pkgutil as _pkgutil
+from types import ModuleType as _ModuleType
 
 #: The version; ``pyproject.toml`` reads it from here (its single source).
 __version__ = "0.1.0"
 
 #: The public modules, importable as attributes of the package: ``import transformer_pde as
 #: tp; tp.attention.softmax(...)`` imports :mod:`~transformer_pde.attention` on first use.
-__all__ = sorted(m.name for m in pkgutil.iter_modules(__path__)
+__all__ = sorted(m.name for m in _pkgutil.iter_modules(__path__)
                  if not m.name.startswith("_"))
 
 
-def __getattr__(name: str) -> ModuleType:
+def __getattr__(name: str) -> _ModuleType:
     """Import a public module on first access (so that the package itself imports fast)."""
     if name in __all__:
-        return importlib.import_module(f".{name}", __name__)
+        return _importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    """The public modules and the version: what a reader can use (``dir(tp)``)."""
+    return sorted(set(__all__) | {"__version__"})
