@@ -11,7 +11,15 @@ browser). On each page it checks that
 - MathJax finished and typeset every math element, with no MathJax error and no undefined
   macro (MathJax shows those in red);
 - every image loaded (natural width > 0), and no figure is shrunk by more than 5 % to fit the
-  text column (figures are drawn for the column, so their fonts are read at their size);
+  text column (figures are drawn for the column, so their fonts are read at their size; a
+  figure's intended width is its ``width`` attribute, which myst-nb takes from the output's
+  metadata, or else its natural width);
+- no figure is distorted (displayed with its own height/width ratio, within 1 %);
+- every figure is sharp: an SVG, or an image with at least :data:`MIN_PIXEL_RATIO` (2) image
+  pixels per displayed pixel, so that it stays sharp on high-resolution screens and zoomed to
+  200 % (the house style, ``transformer_pde.plotting.use_house_style``, stores inline figures
+  so). A figure that is not is listed as a note; with ``--require-sharp`` (``make browser
+  SHARP=1``) it is a problem of its page;
 - no display equation is wider than its box (with its equation number);
 - no console error and no page error (except the documented noise in ``ALLOWED_CONSOLE``);
 - no request goes to any host but 127.0.0.1 (such requests are blocked and reported);
@@ -41,11 +49,12 @@ ALLOWED_CONSOLE = [
 
 MAX_CODE_FRACTION = 0.25
 MIN_FIGURE_SCALE = 0.95
+MIN_PIXEL_RATIO = 2
 WINDOW = {"width": 1280, "height": 900}
 
 PAGE_CHECKS_JS = r"""
 async () => {
-  const out = {problems: [], stats: {}};
+  const out = {problems: [], blurry: [], stats: {}};
   // 1. MathJax: wait for the typesetting to finish, then look for leftovers and errors.
   const mathNodes = document.querySelectorAll('span.math, div.math');
   out.stats.math = mathNodes.length;
@@ -94,20 +103,47 @@ async () => {
     }
   }
   out.stats.display_math = document.querySelectorAll('div.math').length;
-  // 3. Images: loaded, and figures not shrunk.
+  // 3. Images: loaded, figures not shrunk, and sharp (SVG, or >= MIN_PIXEL_RATIO image pixels
+  //    per displayed pixel).
   const imgs = Array.from(document.images);
   out.stats.images = imgs.length;
+  out.stats.figures = 0;
   for (const img of imgs) {
     if (!img.complete || img.naturalWidth === 0) {
       out.problems.push('image did not load: ' + img.getAttribute('src'));
       continue;
     }
-    if (img.closest('.cell_output') && img.offsetParent !== null) {
-      const scale = img.getBoundingClientRect().width / img.naturalWidth;
+    if (img.offsetParent === null) continue;
+    const name = (img.getAttribute('alt') || img.getAttribute('src')).slice(0, 60);
+    const shown = img.getBoundingClientRect().width;
+    if (img.closest('.cell_output')) {
+      // the intended width: the width attribute (or style) myst-nb writes from the output's
+      // metadata (a 2x PNG carries its display width there), else the natural width
+      const declared = parseFloat(img.getAttribute('width')) || parseFloat(img.style.width) ||
+                       img.naturalWidth;
+      const scale = shown / declared;
       if (scale < MIN_FIGURE_SCALE) {
-        out.problems.push('figure shrunk to ' + Math.round(100 * scale) + ' % (natural width ' +
-                          img.naturalWidth + ' px): draw it for the column: ' +
-                          (img.getAttribute('alt') || img.getAttribute('src')).slice(0, 60));
+        out.problems.push('figure shrunk to ' + Math.round(100 * scale) + ' % (intended width ' +
+                          Math.round(declared) + ' px): draw it for the column: ' + name);
+      }
+    }
+    if (img.closest('.cell_output, figure')) {
+      out.stats.figures += 1;
+      // drawn with its own proportions (a fixed height on a narrowed image squashes it)
+      const rect = img.getBoundingClientRect();
+      const aspect = (rect.height / rect.width) / (img.naturalHeight / img.naturalWidth);
+      if (Math.abs(aspect - 1) > 0.01) {
+        out.problems.push('figure distorted: displayed height/width ' +
+                          (100 * aspect).toFixed(1) + ' % of its own: ' + name);
+      }
+      const src = (img.getAttribute('src') || '').split(/[?#]/)[0].toLowerCase();
+      const svg = src.endsWith('.svg') || src.startsWith('data:image/svg');
+      // one pixel of slack: the 2x PNG of a figure with an odd pixel count is 2w or 2w + 1
+      if (!svg && img.naturalWidth < MIN_PIXEL_RATIO * shown - 1) {
+        out.blurry.push('figure not sharp: ' + img.naturalWidth + ' px drawn, ' +
+                        Math.round(shown) + ' px displayed (' +
+                        (img.naturalWidth / shown).toFixed(2) + ' x < ' + MIN_PIXEL_RATIO +
+                        ' x): ' + name);
       }
     }
   }
@@ -146,7 +182,8 @@ async () => {
   return out;
 }
 """.replace("MIN_FIGURE_SCALE", str(MIN_FIGURE_SCALE)).replace(
-    "MAX_CODE_FRACTION", str(MAX_CODE_FRACTION))
+    "MAX_CODE_FRACTION", str(MAX_CODE_FRACTION)).replace(
+    "MIN_PIXEL_RATIO", str(MIN_PIXEL_RATIO))
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -174,7 +211,7 @@ def allowed(message):
     return any(re.search(pattern, message) for pattern, _reason in ALLOWED_CONSOLE)
 
 
-def check(root, chromium, screenshots):
+def check(root, chromium, screenshots, require_sharp=False):
     from playwright.sync_api import sync_playwright
 
     server = serve(root)
@@ -182,6 +219,7 @@ def check(root, chromium, screenshots):
     base = f"http://{host}:{port}/"
     screenshots.mkdir(parents=True, exist_ok=True)
     failures = 0
+    blurry_pages = []
     with sync_playwright() as pw:
         browser = pw.chromium.launch(
             executable_path=chromium, headless=True,
@@ -216,6 +254,11 @@ def check(root, chromium, screenshots):
             result = page.evaluate(PAGE_CHECKS_JS)
             page.wait_for_timeout(100)
             problems += result["problems"]
+            blurry = result["blurry"]
+            if blurry:
+                blurry_pages.append(rel)
+            if require_sharp:
+                problems += blurry
             problems += [f"request to another host (blocked): {u}" for u in sorted(set(external))]
             shot = screenshots / (rel.replace("/", "__").removesuffix(".html") + ".png")
             page.screenshot(path=str(shot), full_page=True)
@@ -226,10 +269,19 @@ def check(root, chromium, screenshots):
                   f"visible code {100 * stats.get('code_fraction', 0):4.1f} %")
             for problem in problems:
                 print(f"    - {problem}")
+            if not require_sharp:
+                for note in blurry:
+                    print(f"    - note (not counted; --require-sharp counts it): {note}")
             failures += bool(problems)
             page.close()
         browser.close()
     server.shutdown()
+    if blurry_pages:
+        print(f"figures not sharp (fewer than {MIN_PIXEL_RATIO} image pixels per displayed "
+              f"pixel) on {len(blurry_pages)} page(s): {', '.join(blurry_pages)}"
+              + ("" if require_sharp else
+                 " (not counted: re-execute these notebooks under the house style; "
+                 "--require-sharp counts them)"))
     return failures
 
 
@@ -240,6 +292,10 @@ def main(argv=None):
                         help="Chromium executable (default /usr/bin/chromium)")
     parser.add_argument("--screenshots", type=Path, default=None,
                         help="folder for the screenshots (default: <html>/../screenshots)")
+    parser.add_argument("--require-sharp", action="store_true",
+                        help=f"count a figure that is neither an SVG nor drawn with at least "
+                             f"{MIN_PIXEL_RATIO} pixels per displayed pixel as a problem "
+                             f"(without it, such figures are listed as notes)")
     args = parser.parse_args(argv)
     root = args.html.resolve()
     if not (root / "index.html").is_file():
@@ -248,7 +304,7 @@ def main(argv=None):
         sys.exit(f"Chromium not found at {args.chromium}. Install it (Debian/Ubuntu: "
                  "apt-get install chromium) or skip the browser check with make test BROWSER=0")
     screenshots = args.screenshots or root.parent / "screenshots"
-    failures = check(root, args.chromium, screenshots)
+    failures = check(root, args.chromium, screenshots, require_sharp=args.require_sharp)
     n = len(pages(root))
     print(f"browser check: {n - failures} of {n} pages without problems; "
           f"screenshots in {screenshots}")

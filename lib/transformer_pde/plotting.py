@@ -10,31 +10,43 @@ from numpy.typing import ArrayLike
 
 from .fitting import PowerLawFit, fit_power_law
 
-__all__ = ["use_house_style", "loglog_fit", "quiver_field", "COLORS", "TEXT_WIDTH", "DPI"]
+__all__ = ["use_house_style", "loglog_fit", "quiver_field", "COLORS", "TEXT_WIDTH", "DPI",
+           "PIXEL_RATIO"]
 
 #: Colour cycle of the book (colour-blind safe, Okabe-Ito).
 COLORS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
 
 
-#: Width of the book's text column in inches: at :data:`DPI` a figure this wide is 680 px,
-#: displayed at its natural size in the ~690-px column of the rendered book, so a font of
+#: Width of the book's text column in inches: at :data:`DPI` a figure this wide is displayed
+#: 680 px wide, its natural size in the ~690-px column of the rendered book, so a font of
 #: ``p`` points is shown ``p`` points high. Draw every figure at most this wide.
 TEXT_WIDTH = 6.8
 
-#: Resolution of the inline PNG figures (pixels per inch).
+#: Display resolution of the figures (CSS pixels per inch): a figure ``w`` inches wide is
+#: shown ``w * DPI`` pixels wide in the notebook and in the rendered book.
 DPI = 100
+
+#: Pixels stored per displayed pixel: inline figures are PNGs drawn at ``PIXEL_RATIO * DPI``
+#: pixels per inch and displayed at ``DPI`` (the notebook output carries the display width),
+#: so they stay sharp on high-resolution screens and when zoomed to 200 %.
+PIXEL_RATIO = 2
 
 
 def use_house_style() -> None:
-    """Set the book's matplotlib defaults (sizes, grid, colours, PNG resolution).
+    """Set the book's matplotlib defaults (sizes, grid, colours, sharp PNG figures).
 
-    Figures default to the text column's width (:data:`TEXT_WIDTH` inches at :data:`DPI`),
-    with every text (ticks, legends, titles) at 9 points or more as displayed.
+    Figures default to the text column's width (:data:`TEXT_WIDTH` inches, displayed at
+    :data:`DPI` pixels per inch), with every text (ticks, legends, titles) at 9 points or more
+    as displayed. In a notebook, inline figures become PNGs with :data:`PIXEL_RATIO` times the
+    pixels of their displayed size (IPython's ``retina`` format: the output's metadata holds
+    the display width, which Jupyter and the book's HTML use), and ``savefig``
+    writes the same resolution. PNG rather than SVG keeps scatter plots of thousands of
+    points small in the stored notebooks.
     """
     mpl.rcParams.update({
         "figure.figsize": (TEXT_WIDTH, 3.6),
         "figure.dpi": DPI,
-        "savefig.dpi": DPI,
+        "savefig.dpi": PIXEL_RATIO * DPI,
         "figure.constrained_layout.use": True,
         "axes.grid": True,
         "grid.alpha": 0.3,
@@ -53,6 +65,36 @@ def use_house_style() -> None:
         "lines.markersize": 5,
         "image.cmap": "viridis",
     })
+    _use_retina_inline_figures()
+
+
+def _use_retina_inline_figures() -> None:
+    """Inline figures as PNGs at twice the display resolution, when running under IPython.
+
+    IPython's ``retina`` PNG with only the display *width* in the output's metadata: with the
+    height too, a browser that narrows a figure to the text column would squash it.
+    """
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython is part of the book's environment
+        return
+    shell = get_ipython()
+    if shell is None:  # a script or a unit test: no inline figures
+        return
+    from IPython.core.pylabtools import retina_figure
+    from matplotlib.figure import Figure
+    from matplotlib_inline.config import InlineBackend
+
+    kwargs = dict(InlineBackend.instance().print_figure_kwargs)  # bbox_inches="tight"
+
+    def png_2x(fig: Figure) -> tuple[str, dict[str, int]] | None:
+        out = retina_figure(fig, base64=True, **kwargs)
+        if out is None:  # an empty figure
+            return None
+        data, metadata = out
+        return data, {"width": metadata["width"]}
+
+    shell.display_formatter.formatters["image/png"].for_type(Figure, png_2x)
 
 
 def loglog_fit(ax: Axes, x: ArrayLike, y: ArrayLike, *, label: str | None = None,
