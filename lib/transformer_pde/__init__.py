@@ -50,6 +50,10 @@ Modules (one mathematical object each):
   Mix-LN, nGPT, square-root) as speed regulation of the token directions;
 - :mod:`~transformer_pde.long_context`: critical attention scaling beta_n = gamma log n for
   long contexts (equiangular outputs, their limit and transition width);
+- :mod:`~transformer_pde.sphere_sde`: stochastic differential equations on the sphere
+  (Euler-Maruyama steps, their exact weak error on the heat kernel, the noisy USA drift);
+- :mod:`~transformer_pde.noisy_kuramoto`: stationary states of the noisy dynamics (Kuramoto
+  order parameter, mode thresholds, K_# and beta_*, the branch on the circle);
 - :mod:`~transformer_pde.sphere_phase`: phase diagrams of clustering on the sphere, many
   independent runs through joblib;
 - :mod:`~transformer_pde.fitting`: power-law fits of rates;
