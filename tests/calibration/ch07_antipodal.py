@@ -6,7 +6,8 @@ for k = 0, 1, ... until two runs end at antipodal clusters or ten were tried) fo
 s = 0..DRAWS-1. Prints the fraction of starts that end at antipodal clusters, the number of
 draws whose search fails, and how far the accepted and the rejected runs lie from the
 thresholds of the test (off-axis distance 1e-6, speed 1e-8), so that one sees that rounding
-cannot flip a decision. Usage: python tests/calibration/ch07_antipodal.py [draws]
+cannot flip a decision. Usage: python tests/calibration/ch07_antipodal.py [draws] [start]
+(the seeds run from start to start + draws - 1)
 """
 
 import sys
@@ -16,6 +17,7 @@ from joblib import Parallel, delayed
 from transformer_pde import sphere
 
 DRAWS = int(sys.argv[1]) if len(sys.argv) > 1 else 200
+START = int(sys.argv[2]) if len(sys.argv) > 2 else 0
 n7, beta7 = 32, 2.0
 D7 = np.diag([1.0, 0.3, 0.1])
 t7 = np.concatenate([[0.0], np.geomspace(0.05, 60.0, 120)])
@@ -43,7 +45,7 @@ def search(s):
     return found == 2, records
 
 
-results = Parallel(n_jobs=-1)(delayed(search)(s) for s in range(DRAWS))
+results = Parallel(n_jobs=-1)(delayed(search)(s) for s in range(START, START + DRAWS))
 records = [r for _, recs in results for r in recs]
 acc = np.array([r[0] for r in records])
 off = np.array([r[1] for r in records])

@@ -5,7 +5,8 @@ beta = beta*/2 and 2 beta*, 24 Dirichlet starts of 2000 steps each, drawn from
 np.random.default_rng([s, 5])) for s = 0..DRAWS-1, and prints the fraction of single starts
 that end elsewhere than at the maximum (less than 99% of it, or off its support) and the
 number of draws whose best start fails the cell's assertion.
-Usage: python tests/calibration/ch07_ascent.py [draws]
+Usage: python tests/calibration/ch07_ascent.py [draws] [start]
+(the seeds run from start to start + draws - 1)
 """
 
 import sys
@@ -15,6 +16,7 @@ from joblib import Parallel, delayed
 from transformer_pde import sphere
 
 DRAWS = int(sys.argv[1]) if len(sys.argv) > 1 else 200
+START = int(sys.argv[2]) if len(sys.argv) > 2 else 0
 lam_hi, lam_lo = 1.0, -2.0
 D6 = np.diag([lam_hi, lam_lo])
 beta_star = sphere.dirac_pair_threshold(lam_hi, lam_lo)
@@ -52,7 +54,7 @@ def draw(s):
     return out
 
 
-results = Parallel(n_jobs=-1)(delayed(draw)(s) for s in range(DRAWS))
+results = Parallel(n_jobs=-1)(delayed(draw)(s) for s in range(START, START + DRAWS))
 for k, name in enumerate(("beta*/2", "2 beta*")):
     ok_single = sum(r[k][0] for r in results)
     fails_best = sum(not r[k][1] for r in results)

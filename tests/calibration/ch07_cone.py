@@ -6,7 +6,8 @@ against the error estimated by one 100 times looser; the fitting window of the d
 its slope) with tokens from np.random.default_rng([seed, 8]), and the Wendel counts on the
 circle (20000 draws for each n = 3..8, from np.random.default_rng([seed, 6])), for
 seeds 0..DRAWS-1; prints the number of draws failing each check and the largest slope error.
-Usage: python tests/calibration/ch07_cone.py [draws]
+Usage: python tests/calibration/ch07_cone.py [draws] [start]
+(the seeds run from start to start + draws - 1)
 """
 
 import sys
@@ -17,6 +18,7 @@ from scipy.stats import binom
 from transformer_pde import sphere
 
 DRAWS = int(sys.argv[1]) if len(sys.argv) > 1 else 200
+START = int(sys.argv[2]) if len(sys.argv) > 2 else 0
 n9, d9, beta9 = 32, 32, 1.0
 t9 = np.linspace(0.0, 40.0, 161)
 
@@ -49,7 +51,7 @@ def draw(seed):
     return alpha_ok, window_ok, slope_err, wendel_ok
 
 
-res = Parallel(n_jobs=-1)(delayed(draw)(s) for s in range(DRAWS))
+res = Parallel(n_jobs=-1)(delayed(draw)(s) for s in range(START, START + DRAWS))
 slope = np.array([r[2] for r in res])
 print(f"{DRAWS} draws: alpha fails on {sum(not r[0] for r in res)}, the window on "
       f"{sum(not r[1] for r in res)}, the slope (1e-3) on {np.sum(slope >= 1e-3)} (largest "

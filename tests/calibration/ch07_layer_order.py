@@ -5,7 +5,8 @@ drawn first from the same generator, SA at beta = 2 up to T = 3 with L = 30, 60,
 layers against a tight adaptive solution) for SEED = 0..DRAWS-1, and prints the number of
 draws failing |e(h)/e(h/2) - 2| <= 4h, the largest |e(h)/e(h/2) - 2|/h met and its quantiles
 (the tail decides the false-alarm probability).
-Usage: python tests/calibration/ch07_layer_order.py [draws]
+Usage: python tests/calibration/ch07_layer_order.py [draws] [start]
+(the seeds run from start to start + draws - 1)
 """
 
 import sys
@@ -15,6 +16,7 @@ from joblib import Parallel, delayed
 from transformer_pde import sphere
 
 DRAWS = int(sys.argv[1]) if len(sys.argv) > 1 else 400
+START = int(sys.argv[2]) if len(sys.argv) > 2 else 0
 depths = np.array([30, 60, 120, 240])
 h = 3.0 / depths
 
@@ -32,7 +34,7 @@ def draw(seed):
     return max(kappas)
 
 
-kappa = np.array(Parallel(n_jobs=-1)(delayed(draw)(s) for s in range(DRAWS)))
+kappa = np.array(Parallel(n_jobs=-1)(delayed(draw)(s) for s in range(START, START + DRAWS)))
 q = np.quantile(kappa, [0.5, 0.9, 0.99])
 print(f"{np.sum(kappa > 4)} of {DRAWS} draws fail (band 4); largest |ratio - 2|/h "
       f"{kappa.max():.2f}; quantiles 50%, 90%, 99%: {q[0]:.2f}, {q[1]:.2f}, {q[2]:.2f}")

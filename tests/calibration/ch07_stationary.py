@@ -5,7 +5,8 @@ and pairs at its eigenvectors, the balanced pair on an isotropic direction, the 
 a pair off the eigenvectors against the closed form of the proof, vectors and signs
 included, the rigid rotation of the isotropic pair, the uniform measure) for
 SEED = 0..DRAWS-1, and prints the number of draws failing each check.
-Usage: python tests/calibration/ch07_stationary.py [draws]
+Usage: python tests/calibration/ch07_stationary.py [draws] [start]
+(the seeds run from start to start + draws - 1)
 """
 
 import sys
@@ -14,10 +15,11 @@ import numpy as np
 from transformer_pde import sphere, sphere_stability
 
 DRAWS = int(sys.argv[1]) if len(sys.argv) > 1 else 400
+START = int(sys.argv[2]) if len(sys.argv) > 2 else 0
 beta3 = 1.5
 Yq, wq = sphere.sphere_quadrature(24, 3)
 fails = dict(eig=0, closed_form=0, isotropic=0, rotation=0, uniform=0)
-for seed in range(DRAWS):
+for seed in range(START, START + DRAWS):
     rng = np.random.default_rng(seed)
     M = rng.normal(size=(3, 3))
     D = (M + M.T) / 2 - np.trace(M) / 3 * np.eye(3)
