@@ -56,6 +56,8 @@ Modules (one mathematical object each):
   order parameter, mode thresholds, K_# and beta_*, the branch on the circle);
 - :mod:`~transformer_pde.sphere_phase`: phase diagrams of clustering on the sphere, many
   independent runs through joblib;
+- :mod:`~transformer_pde.mean_shift`: the Gaussian kernel density estimate, mean shift, the
+  certified count of its modes on the line and the count on the circle (chapter 9);
 - :mod:`~transformer_pde.fitting`: power-law fits of rates;
 - :mod:`~transformer_pde.draws`: seeded independent draws and bootstrap replicates through
   joblib (any number of jobs, any backend, the same results);
