@@ -6,7 +6,8 @@ checks it: for each notebook and each seed it replaces the line ``SEED = <int>``
 code cell, executes the notebook from the top without comparing outputs, and reports the
 first failing cell with its error. ``--scale`` adds one run per notebook with every scale
 switch of its first code cell (a line ``NAME = False`` in capitals, such as ``PAPER_SCALE``)
-set to ``True``, at the stored seed.
+set to ``True``, at the stored seed. The "first code cell" is the first one after the cell
+that installs the library where it is missing (``book/colab_cell.py``), if there is one.
 
 The runs are independent tasks of :class:`joblib.Parallel`; each takes the notebook's text,
 not its path, so they also run on a Dask cluster (``--dask tcp://scheduler:8786``) whose
@@ -39,9 +40,20 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"
                     "NUMBA_NUM_THREADS", "LOKY_MAX_CPU_COUNT")
 
 
+#: the tag of the cell that installs the library where it is missing (book/colab_cell.py); it
+#: comes before the cell with ``SEED = <int>``, which is the first code cell after it
+INSTALL_TAG = "install-library"
+
+
+def is_install_cell(cell):
+    """Whether ``cell`` is the install cell of book/colab_cell.py (tagged INSTALL_TAG)."""
+    return cell["cell_type"] == "code" and INSTALL_TAG in cell.get("metadata", {}).get("tags", [])
+
+
 def _first_code_cell(notebook):
+    """The first code cell other than the install cell: the one with ``SEED = <int>``."""
     for cell in notebook["cells"]:
-        if cell["cell_type"] == "code":
+        if cell["cell_type"] == "code" and not is_install_cell(cell):
             return cell
     raise ValueError("notebook has no code cell")
 

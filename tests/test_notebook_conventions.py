@@ -37,7 +37,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from robust import scale_switches, stored_seed
+from robust import is_install_cell, scale_switches, stored_seed
 from transformer_pde.plotting import DPI, PIXEL_RATIO, TEXT_WIDTH
 
 ROOT = Path(__file__).parent.parent
@@ -168,7 +168,22 @@ def test_results_are_statements_and_code_lives_in_the_library(notebook):
 
 
 def _code(notebook):
-    return [_source(c) for c in _cells(notebook) if c["cell_type"] == "code"]
+    """Sources of the code cells, without the cell that installs the library (Colab)."""
+    return [_source(c) for c in _cells(notebook)
+            if c["cell_type"] == "code" and not is_install_cell(c)]
+
+
+def test_the_install_cell_comes_right_before_the_seed_cell_hidden_and_silent(notebook):
+    cells = [c for c in _cells(notebook) if c["cell_type"] == "code"]
+    install = [i for i, c in enumerate(cells) if is_install_cell(c)]
+    if not install:
+        return  # book/colab_cell.py has not been run on this notebook
+    assert install == [0], f"{notebook.name}: the install cell must be the first code cell"
+    cell = cells[0]
+    assert "remove-cell" in cell["metadata"]["tags"], f"{notebook.name}: install cell shown"
+    assert not cell.get("outputs"), f"{notebook.name}: the install cell printed something here"
+    assert "importlib.util.find_spec(" in _source(cell), (
+        f"{notebook.name}: the install cell does not test whether the library is missing")
 
 
 def test_every_draw_derives_from_the_seed(notebook):
