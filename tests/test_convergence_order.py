@@ -140,3 +140,15 @@ def test_bad_input_raises():
         co.settle_order(lambda L: 1.0 / L, 1, first_depth=0)
     with pytest.raises(ValueError, match="positive and finite"):
         co.settle_order(lambda L: 0.0, 1)
+
+
+@pytest.mark.parametrize("K", [400.0, 1600.0, 6400.0])
+def test_the_rule_is_a_stopping_rule_not_a_bound(K):
+    """Before the asymptotic regime the rule accepts a wrong order: errors h + K h^2 of a
+    first-order scheme (h = 2/L) pass as order 2 at L = 32, and not as order 1."""
+    def error(L):
+        return 2.0 / L + K * (2.0 / L) ** 2
+
+    wrong = co.settle_order(error, 2)
+    assert wrong.settled and wrong.depth == 32
+    assert not co.settle_order(error, 1).settled

@@ -63,3 +63,46 @@ def test_bad_inputs():
         energy.log_energy_gradient(np.ones((2, 2)), np.eye(3))
     with pytest.raises(ValueError, match="X"):
         energy.attention_metric_weights(np.full((2, 2), np.nan), np.eye(2))
+
+
+def test_log_energy_rate_against_a_central_difference_along_the_flow():
+    rng = np.random.default_rng(4)
+    X, A = rng.normal(size=(8, 2)), _spd(rng, 2)
+    velocity = attention.softmax(X, A, np.eye(2))
+    h = 1e-6
+    slope = (energy.log_interaction_energy(X + h * velocity, A)
+             - energy.log_interaction_energy(X - h * velocity, A)) / (2 * h)
+    assert abs(slope - energy.log_energy_rate(X, A)) < 1e-6
+
+
+def test_energy_balance_accepts_the_dynamics_and_rejects_wrong_trajectories():
+    """The notebook's energy check (relative mismatch below 1e-2 on every run) holds on
+    solutions and fails for tokens moving at another speed (z e^{t/4}) on every run, and for
+    frozen tokens on some of a handful of runs (so on the notebook's 40)."""
+    from transformer_pde import hardmax
+
+    rng = np.random.default_rng(5)
+    t_grid = np.linspace(0.0, 12.0, 121)
+    Z0 = rng.normal(size=(8, 20, 2))
+    frozen_max = []
+    for run in hardmax.integrate_until_settled(Z0, t_grid, np.eye(2), cap=24.0):
+        z, t = run["z"], run["t"]
+        m = len(t) - 1 + len(t) % 2
+        z, t = z[:m], t[:m]
+        assert energy.energy_balance(z, t, np.eye(2)).max() < 1e-2
+        fast = z * np.exp(t / 4)[:, None, None]
+        assert energy.energy_balance(fast, t, np.eye(2)).max() > 0.1
+        slow = z * np.exp(-t / 4)[:, None, None]
+        assert energy.energy_balance(slow, t, np.eye(2)).max() > 0.1
+        frozen_max.append(energy.energy_balance(np.repeat(z[:1], m, 0), t, np.eye(2)).max())
+    assert max(frozen_max) > 1e-2
+
+
+def test_energy_balance_bad_grids():
+    z = np.zeros((4, 3, 2))
+    with pytest.raises(ValueError, match="odd number"):
+        energy.energy_balance(z, np.linspace(0, 1, 4), np.eye(2))
+    with pytest.raises(ValueError, match="equally spaced"):
+        energy.energy_balance(z[:3], np.array([0.0, 0.1, 0.3]), np.eye(2))
+    with pytest.raises(ValueError, match="shape"):
+        energy.energy_balance(z[0], np.linspace(0, 1, 3), np.eye(2))

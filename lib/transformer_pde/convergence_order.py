@@ -16,7 +16,7 @@ so that, when :math:`E_1 \ne 0`, the *local order* over a doubling of the depth,
 
 is :math:`p(L) = q + c\,h + c' h^2 + O(h^3)`. The differences of consecutive depths,
 :math:`e(L) = \lVert X^L - X^{2L}\rVert`, need no reference solution and have the same
-expansion, with coefficients :math:`E_j(1 - 2^{-q-j})`: everything below applies to them.
+expansion, with coefficients :math:`E_j(1 - 2^{-(q+j-1)})`: everything below applies to them.
 With the changes
 :math:`\Delta(L) = p(L/2) - p(L) = c\,h + 3c' h^2 + O(h^3)`, the second difference
 :math:`\Delta(L/2) - 2\Delta(L) = 6c' h^2 + O(h^3)` measures the :math:`h^2` term, and
@@ -24,16 +24,21 @@ With the changes
 .. math::
 
     p(L) - q = \Delta(L) - 2c'h^2 + O(h^3), \qquad
-    \lvert p(L) - q\rvert \le B(L) = 2\lvert\Delta(L)\rvert
-        + \lvert\Delta(L/2) - 2\Delta(L)\rvert :
+    B(L) = 2\lvert\Delta(L)\rvert + \lvert\Delta(L/2) - 2\Delta(L)\rvert :
 
-the second difference bounds the :math:`h^2` term with a factor 3 to spare, and the second
-:math:`\lvert\Delta(L)\rvert` leaves room for the :math:`O(h^3)` terms up to the size of the
-first-order term :math:`c\,h`. How small :math:`h` must be for this to hold depends on the
-ratios :math:`E_2/E_1, E_3/E_1, \dots` (the asymptotic regime starts later when the leading
-coefficient :math:`E_1` is small), which no finite computation bounds: :func:`settle_order`
-therefore keeps doubling the depth until the bound holds and is small, and reports whether
-that happened before a largest depth.
+in the asymptotic regime the second difference exceeds the :math:`h^2` term by a factor 3,
+and the second :math:`\lvert\Delta(L)\rvert` leaves room for the :math:`O(h^3)` terms up to
+the size of the first-order term :math:`c\,h`, so that :math:`\lvert p(L) - q\rvert \le B(L)`
+there. :math:`B(L)` is therefore an estimate of the distance, and
+:math:`\lvert p(L) - q\rvert \le B(L)` a *stopping rule*, not a bound: how small :math:`h`
+must be for the expansion to describe the errors depends on the ratios
+:math:`E_2/E_1, E_3/E_1, \dots`, which no finite computation bounds. Before that, the rule can
+accept a wrong order: fed the errors :math:`e(L) = h + K h^2` (:math:`h = 2/L`) of a
+first-order scheme, it accepts order 2 at :math:`L = 32` for :math:`K = 400, 1600, 6400`,
+because the :math:`h^2` term dominates up to :math:`h \approx 1/K` (a unit test shows it).
+:func:`settle_order` keeps doubling the depth until the rule holds with a small
+:math:`B`, and reports whether that happened before a largest depth; what a computation
+concludes from it needs a separate check (e.g. that the limit is the exact solution).
 
 Errors known to an accuracy :math:`\delta` (``floor``: the reference's error, or rounding)
 perturb each
@@ -88,7 +93,7 @@ def local_orders(errors: ArrayLike) -> NDArray[np.float64]:
 
 
 def order_bounds(errors: ArrayLike, *, floor: float = 0.0) -> NDArray[np.float64]:
-    r"""The bounds :math:`B_k` on :math:`\lvert p_k - q\rvert` of the module's expansion.
+    r"""The estimates :math:`B_k` of :math:`\lvert p_k - q\rvert` of the module's stopping rule.
 
     .. math::
 
@@ -178,7 +183,10 @@ def settle_order(error_at: Callable[[int], Any], order: int, *, first_depth: int
     Starting from ``first_depth``, the error :math:`e(L)` is computed at doubled depths, and
     the doubling stops at the first local order with
     :math:`\lvert p(L) - q\rvert \le B(L) \le` ``max_bound`` (see :func:`order_bounds`):
-    the local order has settled, within a bound that its own changes give, at :math:`q`.
+    the local order has settled, within an estimate that its own changes give, at :math:`q`.
+    This is a stopping rule valid in the asymptotic regime, not a certificate (see the module
+    docstring): a scheme whose leading error term is still dominated can pass it with
+    another order.
     It also stops, unsettled, when the next depth would exceed ``max_depth`` or when an error
     falls below ``min_signal`` times ``floor`` (the errors then measure the reference more
     than the scheme).
