@@ -133,3 +133,37 @@ def test_bad_input_raises():
         nk.circle_branch(1.0, [0.5, 0.2])
     with pytest.raises(ValueError, match="grid"):
         nk.circle_free_energy(1.0, 1.0, [0.1], grid=8)
+
+
+def test_mean_field_sweep_linear_rate_and_stationary_branch():
+    # a small cosine mode grows at gamma_1 = I_1(beta)/beta - 1/kappa (prop-ch10-modes)
+    beta = 2.0
+    kappa = 1.5 * nk.mode_threshold(1, beta, 2)
+    c0 = np.zeros(16)
+    c0[0] = 1e-6  # nonlinear terms of relative size 1e-6
+    r, _ = nk.circle_mean_field_sweep(beta, [kappa], c0, 2.0, seed=0.0)
+    gamma = iv(1, beta) / beta - 1 / kappa
+    assert abs(r[0] / (1e-6 * math.exp(2 * gamma)) - 1) < 1e-5
+    # a state of the branch does not move
+    kap, rr = nk.circle_branch(beta, [0.4], modes=16)
+    r, c = nk.circle_mean_field_sweep(beta, [float(kap[0])], rr[0], 5.0, seed=0.0)
+    assert np.max(np.abs(c[0] - rr[0])) < 1e-8
+    # below kappa_1 the uniform law attracts
+    r, _ = nk.circle_mean_field_sweep(beta, [0.5 * kappa], c0 * 1e3, 50.0)
+    assert abs(r[0]) < 1e-6
+
+
+def test_circle_transition_against_a_fine_scan():
+    beta = 5.0
+    k1, kf, kc = nk.circle_transition(beta)
+    kap, rr = nk.circle_branch(beta, np.linspace(0.01, 0.95, 400))
+    assert kf <= kap.min() + 1e-12 and kap.min() - kf < 1e-5
+    assert kf < kc < k1
+    F = np.array([nk.circle_free_energy(beta, float(k), r) for k, r in zip(kap, rr,
+                                                                         strict=True)])
+    upper = np.arange(np.argmin(kap), kap.size)
+    # free energy changes sign on the upper branch between the scan points around kappa_c
+    below, above = upper[kap[upper] < kc], upper[kap[upper] > kc]
+    assert np.all(F[below] > 0) and np.all(F[above] < 0)
+    with pytest.raises(ValueError, match="points"):
+        nk.circle_transition(1.0, points=3)

@@ -15,7 +15,9 @@ whose stationary states solve :math:`\mu \propto e^{\kappa\psi_\mu}`.
 - :func:`k_sharp`, :func:`beta_star`: Mun and Rosenzweig's :math:`K_\#^{(d)}(\beta)` and
   :math:`\beta_*^{(d)}` (arXiv 2606.05140);
 - :func:`circle_branch`, :func:`circle_free_energy`: the non-uniform stationary states on the
-  circle bifurcating from the uniform law, and their free energy.
+  circle bifurcating from the uniform law, and their free energy;
+- :func:`circle_mean_field_sweep`: the McKean-Vlasov equation on the circle (even laws,
+  Fourier-Galerkin) solved while :math:`\kappa` is swept up or down.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ import math
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.optimize import brentq, root
+from scipy.integrate import solve_ivp
+from scipy.optimize import brentq, minimize_scalar, root
 from scipy.special import gammaln, ive
 
 from . import _checks, _sphere
@@ -37,6 +40,8 @@ __all__ = [
     "beta_star",
     "circle_branch",
     "circle_free_energy",
+    "circle_mean_field_sweep",
+    "circle_transition",
 ]
 
 
@@ -458,3 +463,178 @@ def circle_free_energy(beta: float, kappa: float, r: ArrayLike, grid: int = 512)
     # (1/2beta) iint e^{beta cos}: I_0 + 2 sum I_k c_k^2 (even law), minus the uniform I_0
     interaction = (2.0 * np.sum(Ik * c * c)) / (2.0 * beta)
     return float(entropy / kappa - interaction)
+
+
+def _even_rhs(_t, c, kappa, beta, Ik, C, S, ks):
+    rho = 1.0 + 2.0 * (c @ C)
+    dpsi = -(2.0 / beta) * ((ks * Ik * c) @ S)
+    return -(ks**2 / kappa) * c - ks * (S @ (rho * dpsi)) / C.shape[1]
+
+
+def circle_mean_field_sweep(beta: float, kappas: ArrayLike, c0: ArrayLike, hold: float,
+                            seed: float = 1e-6, grid: int = 128
+                            ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    r"""The McKean-Vlasov equation on the circle, solved while :math:`\kappa` is swept.
+
+    For an even density :math:`\rho = 1 + 2\sum_{k\ge1}c_k\cos k\theta` (with respect to
+    :math:`d\theta/2\pi`), :math:`\partial_t\rho = \kappa^{-1}\rho'' - (\rho\psi')'`,
+    :math:`\psi = \beta^{-1}(I_0 + 2\sum_k I_k(\beta)c_k\cos k\theta)`, reads
+
+    .. math::
+
+        \dot c_k = -\frac{k^2}{\kappa}c_k - k\,\big\langle\rho\,\psi'\,\sin k\theta
+        \big\rangle, \qquad k = 1, \dots, K,
+
+    with :math:`K` = ``len(c0)`` and the average computed exactly on ``grid`` points (a
+    Galerkin truncation; evenness is preserved by the equation). For each :math:`\kappa` in
+    turn the state is advanced by ``hold`` time units (BDF, rtol 1e-10) after adding
+    ``seed`` to :math:`c_1` (a small kick, so that an unstable uniform law is left); the
+    final state of one stage starts the next. Sweeping up from the uniform law and down from
+    a clustered law shows the type of the transition.
+
+    Parameters
+    ----------
+    beta : float
+        Inverse temperature > 0.
+    kappas : array
+        The values of :math:`\kappa` (> 0) in the order of the sweep.
+    c0 : array (K,)
+        Initial coefficients :math:`c_1, \dots, c_K` (K >= 2).
+    hold : float
+        Time per value (> 0).
+    seed : float
+        Kick added to :math:`c_1` at each stage (>= 0).
+    grid : int
+        Quadrature points, at least ``2 K + 2``.
+
+    Returns
+    -------
+    r1 : array (len(kappas),)
+        :math:`c_1 = \int\cos\theta\,d\rho` at the end of each stage.
+    c : array (len(kappas), K)
+        The states at the end of each stage.
+
+    Raises
+    ------
+    ValueError
+        On bad arguments, or if the density becomes negative (the truncation is too short).
+
+    Examples
+    --------
+    >>> r, _ = circle_mean_field_sweep(1.0, [1.0, 3.0], [0.0] * 8, 100.0)
+    >>> bool(abs(r[0]) < 1e-6 and r[1] > 0.3)
+    True
+
+    References
+    ----------
+    :cite:`rigollet2025meanfield,mun2026phase`
+    """
+    beta = _sphere.beta(beta)
+    kappas = _checks.real_array(kappas, "kappas").ravel()
+    if kappas.size < 1 or not np.all(np.isfinite(kappas)) or np.any(kappas <= 0):
+        raise ValueError("kappas must be positive finite numbers")
+    c = _checks.real_array(c0, "c0").ravel().copy()
+    if c.size < 2 or not np.all(np.isfinite(c)):
+        raise ValueError("c0 must be a finite vector of at least 2 coefficients")
+    hold = _checks.positive_float(hold, "hold")
+    seed = _checks.nonnegative_float(seed, "seed")
+    grid = _checks.positive_int(grid, "grid")
+    if grid < 2 * c.size + 2:
+        raise ValueError(f"grid must be at least 2 K + 2 = {2 * c.size + 2}, got {grid}")
+    ks = np.arange(1, c.size + 1, dtype=float)
+    Ik = ive(ks, beta) * math.exp(beta)
+    theta = _circle_grid(grid)
+    C, S = np.cos(np.outer(ks, theta)), np.sin(np.outer(ks, theta))
+    r1, states = [], []
+    for kappa in kappas:
+        c[0] += seed
+        sol = solve_ivp(_even_rhs, (0.0, hold), c, method="BDF", rtol=1e-10, atol=1e-13,
+                        args=(kappa, beta, Ik, C, S, ks))
+        if not sol.success:
+            raise ValueError(f"circle_mean_field_sweep: integration failed at kappa = "
+                             f"{kappa:g} ({sol.message})")
+        c = sol.y[:, -1].copy()
+        if np.min(1.0 + 2.0 * (c @ C)) < 0:
+            raise ValueError(f"circle_mean_field_sweep: negative density at kappa = "
+                             f"{kappa:g}; increase the number of coefficients")
+        r1.append(c[0])
+        states.append(c.copy())
+    return np.array(r1), np.array(states)
+
+
+def circle_transition(beta: float, points: int = 60) -> tuple[float, float, float]:
+    r"""The three couplings of the transition on the circle at inverse temperature
+    :math:`\beta`: :math:`(\kappa_1, \kappa_{\mathrm{fold}}, \kappa_c)`.
+
+    :math:`\kappa_1 = \beta/I_1(\beta)` is where the uniform law loses linear stability;
+    :math:`\kappa_{\mathrm{fold}}` the smallest :math:`\kappa` on the even branch of
+    :func:`circle_branch` (bounded minimisation over :math:`r_1`); :math:`\kappa_c` the
+    :math:`\kappa` at which the branch's free energy (:func:`circle_free_energy`) crosses
+    that of the uniform law on the upper part of the branch (Brent's method over
+    :math:`r_1`). When the branch leaves :math:`\kappa_1` forwards (no fold, a continuous
+    transition) the three are equal to :math:`\kappa_1`.
+
+    Parameters
+    ----------
+    beta : float
+        Inverse temperature > 0.
+    points : int
+        Points of the coarse scan of the branch in :math:`r_1 \in [0.005, 0.95]` (>= 10).
+
+    Returns
+    -------
+    tuple of float
+        :math:`(\kappa_1, \kappa_{\mathrm{fold}}, \kappa_c)`, about 1e-9 relative.
+
+    Raises
+    ------
+    ValueError
+        On bad arguments or if the branch cannot be followed.
+
+    Examples
+    --------
+    >>> k1, kf, kc = circle_transition(1.0)
+    >>> k1 == kf == kc
+    True
+
+    References
+    ----------
+    :cite:`mun2026phase`
+    """
+    beta = _sphere.beta(beta)
+    points = _checks.positive_int(points, "points")
+    if points < 10:
+        raise ValueError(f"points must be at least 10, got {points}")
+    k1 = float(mode_threshold(1, beta, 2))
+    r1 = np.linspace(0.005, 0.95, points)
+    kap, r = circle_branch(beta, r1)
+    i = int(np.argmin(kap))
+    if i == 0 and kap[0] >= k1:
+        return k1, k1, k1
+
+    def kappa_at(x):
+        return float(circle_branch(beta, [x])[0][0])
+
+    lo, hi = r1[max(i - 1, 0)], r1[min(i + 1, points - 1)]
+    fold = minimize_scalar(kappa_at, bounds=(lo, hi), method="bounded",
+                           options={"xatol": 1e-10})
+    k_fold = float(fold.fun)
+
+    def free(x):
+        kk, rr = circle_branch(beta, [x])
+        return circle_free_energy(beta, float(kk[0]), rr[0])
+
+    F = np.array([circle_free_energy(beta, float(k), rk) for k, rk in zip(kap, r,
+                                                                          strict=True)])
+    upper = np.arange(i, points)
+    neg = upper[F[upper] < 0]
+    if neg.size == 0:
+        raise ValueError("circle_transition: the branch never beats the uniform law on "
+                         "r1 <= 0.95")
+    j = int(neg[0])
+    if j == i:
+        x_c = r1[i]
+    else:
+        x_c = brentq(free, r1[j - 1], r1[j], xtol=1e-12)
+    k_c = kappa_at(x_c)
+    return k1, k_fold, k_c
