@@ -29,7 +29,10 @@ NOTEBOOK = "06_masked_attention.ipynb"
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seeds", type=int, default=200, help="SEED = 0 .. seeds - 1")
+    parser.add_argument("--seeds", type=int, default=200, help="number of seeds")
+    parser.add_argument("--offset", type=int, default=0,
+                        help="first seed (SEED = offset .. offset + seeds - 1): a new offset "
+                             "replays the checks on draws not used before")
     parser.add_argument("--resamples", type=int, default=10**6)
     args = parser.parse_args()
     law = cell(NOTEBOOK, "gaussian_sequence_field_covariance(")
@@ -38,7 +41,7 @@ def main():
     ns = setup(NOTEBOOK, 0)
     run(law, ns)
     failures, samples = [], []
-    for seed in range(args.seeds):
+    for seed in range(args.offset, args.offset + args.seeds):
         ns["SEED"] = seed
         err = run([sample, check], ns)
         samples.append(ns["n_mse"].copy())

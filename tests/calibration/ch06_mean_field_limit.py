@@ -28,7 +28,12 @@ NOTEBOOK = "06_masked_attention.ipynb"
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seeds", type=int, default=200, help="SEED = 0 .. seeds - 1")
+    parser.add_argument("--seeds", type=int, default=200, help="number of seeds")
+    parser.add_argument("--offset", type=int, default=0,
+                        help="first seed (SEED = offset .. offset + seeds - 1): a new offset "
+                             "replays the checks on draws not used before")
+    parser.add_argument("--no-stability", action="store_true",
+                        help="skip the stability cells (only the order check and its margin)")
     args = parser.parse_args()
     base = setup(NOTEBOOK, 0)  # the law, curve and matrices of the previous section
     run(cell(NOTEBOOK, "gaussian_sequence_field_covariance("), base)
@@ -36,16 +41,19 @@ def main():
             cell(NOTEBOOK, "assert DTs[0].min() > DTs[-1].max()")]
     stability = [cell(NOTEBOOK, "swap_amp = []"), cell(NOTEBOOK, "lin_err = np.abs(")]
     failures, first, last, margins, stable_failures = [], [], [], [], []
-    for seed in range(args.seeds):
+    for seed in range(args.offset, args.offset + args.seeds):
         ns = dict(base, SEED=seed)
         err = run(code, ns)
         DTs = ns["DTs"]
         first.append(DTs[0])
         last.append(DTs[-1])
         margins.append(np.log(DTs[0].min() / DTs[-1].max()))
+        print(f"SEED = {seed}: margin {margins[-1]:.4f}", flush=True)
         if err is not None:
             failures.append(seed)
             print(f"SEED = {seed}: {err}", flush=True)
+            continue
+        if args.no_stability:
             continue
         err = run(stability, ns)
         if err is not None:
