@@ -242,6 +242,19 @@ def test_stationary_measures_at_eigenvectors():
     assert np.abs(sphere.usa(Y, beta, D, weights=w)).max() > 1e-3
 
 
+
+def test_usa_field_is_odd_on_symmetric_configurations():
+    # chapter 7: a start symmetric under x -> -x stays symmetric (its mean stays 0), since
+    # v_mu(-x) = -v_mu(x) when mu is symmetric; the field of the library must be odd there
+    rng = np.random.default_rng(11)
+    D = random_symmetric(3, rng)
+    Z = sphere.uniform_on_sphere(8, 3, rng)
+    X = np.vstack([Z, -Z])
+    for sign in (1, -1):
+        V = sphere.usa_field(1.5, D, sign=sign)(0.0, X)
+        np.testing.assert_allclose(V[8:], -V[:8], atol=1e-13)
+        assert np.abs(V).max() > 1e-2  # not odd by vanishing
+
 def test_sphere_quadrature_integrates_polynomials():
     Y, w = sphere.sphere_quadrature(12, 2)
     np.testing.assert_allclose(w @ Y[:, 0] ** 4, 3 / 8, atol=1e-15)  # mean of cos^4
