@@ -11,11 +11,11 @@ from transformer_pde import long_context as lc
 from transformer_pde import sphere
 
 
-def dense_cosine(n, gamma, rho):
+def dense_cosine(n, gamma, rho, residual=0.0):
     X = sphere.equiangular_configuration(n, rho)
     beta = gamma * np.log(n)
     G = np.exp(beta * (X @ X.T - 1.0))
-    Y = (G / G.sum(axis=1, keepdims=True)) @ X
+    Y = (G / G.sum(axis=1, keepdims=True)) @ X + residual * X
     return Y[0] @ Y[1] / np.linalg.norm(Y[0]) / np.linalg.norm(Y[1])
 
 
@@ -25,6 +25,69 @@ def dense_cosine(n, gamma, rho):
 def test_output_cosine_against_a_dense_equiangular_layer(n, gamma, rho):
     assert np.isclose(lc.output_cosine(n, gamma, rho), dense_cosine(n, gamma, rho),
                       rtol=1e-11)
+
+
+@pytest.mark.parametrize("n", [4, 50])
+@pytest.mark.parametrize("gamma", [0.0, 0.9, 3.0])
+@pytest.mark.parametrize("rho", [0.0, 0.3])
+@pytest.mark.parametrize("residual", [0.0, 0.5, 2.0])
+def test_output_cosine_with_residual_and_rho_zero_against_dense(n, gamma, rho, residual):
+    assert np.isclose(lc.output_cosine(n, gamma, rho, residual=residual),
+                      dense_cosine(n, gamma, rho, residual), rtol=1e-11)
+
+
+def test_output_cosine_is_finite_up_to_n_1e18_and_any_gamma():
+    g = np.array([0.0, 1e-6, 0.5, 1.0, 2.0, 2.0000001, 10.0, 100.0, 1e4, 1e8])
+    for rho in (0.0, 0.01, 0.5, 0.99):
+        for k in range(1, 19):
+            c = lc.output_cosine(10**k, g, rho)
+            assert np.all(np.isfinite(c)) and np.all(c >= rho - 1e-15) and np.all(c <= 1 + 1e-15)
+            assert np.all(np.diff(c) <= 1e-15)  # decreasing in gamma
+        for res in (0.3, 5.0):
+            assert np.all(np.isfinite(lc.output_cosine(10**18, g, rho, residual=res)))
+    assert abs(lc.output_cosine(10**9, 100.0, 0.5) - 0.5) < 1e-12
+    assert abs(lc.output_cosine(10**18, 1e4, 0.3) - 0.3) < 1e-12
+    # against an mpmath evaluation of the formula at a huge k
+    import mpmath
+
+    mpmath.mp.dps = 60
+    n, gamma, rho = 10**15, 3.7, 0.4
+    k = mpmath.mpf(n) ** (gamma * (1 - rho))
+    K, sig = k - 1, 1 + (n - 1) * mpmath.mpf(rho)
+    ref = (K**2 * rho + 2 * K * sig + n * sig) / (K**2 + 2 * K * sig + n * sig)
+    assert abs(lc.output_cosine(n, gamma, rho) - float(ref)) < 1e-14
+
+
+def test_residual_limits():
+    rho, c = 0.5, 1.0
+    vals = lc.output_cosine(10**32, np.array([1.0, 2.0, 3.0]), rho, residual=c)
+    assert np.allclose(vals, [0.8, 0.64, 0.5], atol=1e-12)
+    for g in (1.0, 2.0, 3.0):
+        assert np.isclose(lc.critical_limit(g, rho, residual=c), vals[int(g) - 1], atol=1e-12)
+    # the claim "the residual connection changes the three values" is rejected at
+    # the supercritical value, and "it changes nothing" at the other two
+    assert abs(vals[2] - rho) < 1e-12
+    assert abs(vals[0] - 1.0) > 0.1 and abs(vals[1] - 4 * rho / (1 + 3 * rho)) > 0.1
+
+
+def test_midpoint_against_root_finding():
+    from scipy.optimize import brentq
+
+    for rho in (0.0, 0.01, 0.5):
+        for n in (10**3, 10**6):
+            target = (1 + rho) / 2
+            root = brentq(lambda g, n=n, rho=rho, target=target:
+                          lc.output_cosine(n, g, rho) - target, 0.0, 300.0, xtol=1e-14)
+            assert abs(lc.midpoint_gamma(n, rho) - root) < 1e-10
+    # rho = 0: K = 1 + sqrt(1 + n), the midpoint tends to 1/2, not to gamma = 1
+    n = 10**6
+    assert np.isclose(lc.midpoint_gamma(n, 0.0), np.log(2 + np.sqrt(1 + n)) / np.log(n))
+    assert abs(lc.midpoint_gamma(10**12, 0.0) - 0.5) < 1e-3
+    assert lc.output_cosine(10**6, 1.0, 0.0) < 3e-6
+    # rho = 0.01: the lag log(x_mid)/((1 - rho) log n)
+    rho = 0.01
+    lag = np.log(rho + np.sqrt(rho**2 + rho)) / ((1 - rho) * np.log(10**12))
+    assert abs(lc.midpoint_gamma(10**12, rho) - (1 / (1 - rho) + lag)) < 1e-3
 
 
 def test_limits_and_the_critical_value():
@@ -87,11 +150,17 @@ def test_probe_configuration_and_kernel():
     assert abs(lc.output_cosine(500, 0.5, 0.4) - lc.probe_cosine(X, 0.5)) > 1e-9
     m, e = lc.probe_sweep_task([3, 200], 0.4, 8, [0.5, 2.0])
     assert m.shape == e.shape == (2,) and np.all(np.abs(m - e) < 1e-12)
+    m, e = lc.probe_sweep_task([3, 200], 0.4, 8, [0.5, 2.0], residual=1.0)
+    assert np.all(np.abs(m - e) < 1e-12)
 
 
 def test_bad_inputs_raise():
     with pytest.raises(ValueError, match="rho"):
         lc.output_cosine(10, 1.0, 1.0)
+    with pytest.raises(ValueError, match="rho"):
+        lc.critical_gamma(0.0)
+    with pytest.raises(ValueError, match="residual"):
+        lc.output_cosine(10, 1.0, 0.5, residual=-1.0)
     with pytest.raises(ValueError, match="gamma"):
         lc.output_cosine(10, -1.0, 0.5)
     with pytest.raises(ValueError, match="n"):

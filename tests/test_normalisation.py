@@ -32,7 +32,7 @@ def test_attention_vector_matches_the_dense_softmax(tokens):
 @pytest.mark.parametrize("t", [0.5, 3.0])
 def test_speed_factor_against_finite_differences(scheme, t, tokens):
     # off the sphere, tokens with norms != 1; on it (post, ngpt, mix before 1), unit tokens
-    on_sphere = scheme in ("post", "ngpt") or (scheme == "mix" and t < 1.0)
+    on_sphere = scheme in ("post", "ngpt", "cod") or (scheme == "mix" and t < 1.0)
     X = tokens if on_sphere else tokens * np.linspace(0.5, 2.0, 6)[:, None]
     field = normalisation.flow_field(scheme, 1.3, alpha=0.7, switch=1.0)
     eps = 1e-6
@@ -97,10 +97,17 @@ def test_asymptotic_laws(scheme):
     kind, value = normalisation.asymptotic_law(scheme, alpha=0.5)
     t = np.array([0.0, 200.0, 400.0, 800.0]) if kind == "power" else np.array(
         [0.0, 10.0, 20.0, 30.0]) * 2.0 / value
+    if kind == "stretched":  # u ~ C exp(-c sqrt(1 + t)): log u falls by 20-60 over t
+        t = np.array([0.0, 30.0, 80.0, 150.0])
     u, r = normalisation.equiangular_flow(scheme, 1.0, 8, 1.0, t, alpha=0.5, switch=2.0)
     if kind == "exp":
         rate = -np.diff(np.log(u[1:])) / np.diff(t[1:])
         assert np.allclose(rate, value, rtol=1e-6)
+    elif kind == "stretched":
+        rate = -np.diff(np.log(u[1:])) / np.diff(np.sqrt(1 + t[1:]))
+        assert np.allclose(rate, value, rtol=1e-6), rate
+        # a plain exponential or power law would not have a constant rate in sqrt(1 + t)
+        assert np.all(np.abs(-np.diff(np.log(u[1:])) / np.diff(t[1:]) - value) > 0.5)
     else:
         p = -np.diff(np.log(u[1:])) / np.diff(np.log(t[1:]))
         # corrections O(1/t) for t^-2 (r = t + c), O(t^-1/2) for the depth scaling
@@ -164,3 +171,40 @@ def test_bad_inputs_raise():
         normalisation.speed_factor("pre", np.ones(2), X)
     with pytest.raises(ValueError, match="X"):
         normalisation.pair_gap(np.ones(3))
+
+
+def test_ngpt_with_a_time_varying_alpha():
+    # Var = e^{-2 int alpha}: log u + 2 int_0^t alpha converges
+    t = np.linspace(0.0, 30.0, 31)
+    u, _ = normalisation.equiangular_flow("ngpt", 1.0, 8, 1.0, t,
+                                          alpha=lambda s: 1.0 + 0.5 * np.sin(s))
+    c = np.log(u) + 2 * (t + 0.5 * (1 - np.cos(t)))
+    assert np.all(np.abs(np.diff(c[t >= 15])) < 1e-6)
+    assert np.ptp((np.log(u) + 2 * t)[t >= 15]) > 0.5  # a constant alpha = 1 is rejected
+    with pytest.raises(ValueError, match="alpha"):
+        normalisation.equiangular_rhs("ngpt", 0.0, 0.5, 1.0, 8, 1.0, alpha=lambda s: -1.0)
+
+
+def test_fit_laws_and_network_rate():
+    h, L = 0.1, 600
+    t = h * np.arange(L + 1)
+    for scheme in ("post", "ngpt", "cod"):
+        clock = normalisation.network_rate(scheme, h, t)
+        gap = 0.5 * np.exp(-clock)
+        run = normalisation.RandomRun(gap, np.ones(L + 1), np.ones(L))
+        assert abs(normalisation.fit_laws(run, scheme, h).rate - 1) < 1e-12
+        # a flow rate 2 per unit t instead of the network's clock is rejected
+        wrong = normalisation.RandomRun(0.5 * np.exp(-2 * t), np.ones(L + 1), np.ones(L))
+        assert abs(normalisation.fit_laws(wrong, scheme, h).rate - 1) > 1e-3
+    # cod's clock is 4 (sqrt(1 + t) - 1) up to O(h log t)
+    clock = normalisation.network_rate("cod", h, t)
+    assert abs(clock[-1] - 4 * (np.sqrt(1 + t[-1]) - 1)) < h * (1 + np.log(1 + t[-1]))
+    r = 1.0 + t
+    run = normalisation.RandomRun(3.0 / r**2, r, np.ones(L))
+    f = normalisation.fit_laws(run, "pre", h)
+    assert abs(f.exponent_r + 2) < 1e-12 and abs(f.growth - 1) < 1e-12
+    assert abs(f.exponent_t - f.exponent_r * f.exponent_rt) < 1e-3
+    bad = normalisation.RandomRun(3.0 / r, r, np.ones(L))  # gap ~ r^-1 is rejected
+    assert abs(normalisation.fit_laws(bad, "pre", h).exponent_r + 2) > 0.5
+    with pytest.raises(ValueError, match="scheme"):
+        normalisation.network_rate("pre", h, t)

@@ -19,6 +19,7 @@ outputs for :math:`n = 10^5` and beyond without an :math:`n \times n` array.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -30,6 +31,7 @@ __all__ = [
     "critical_gamma",
     "output_cosine",
     "critical_limit",
+    "midpoint_gamma",
     "transition_profile",
     "profile_width",
     "transition_width",
@@ -39,13 +41,14 @@ __all__ = [
 ]
 
 
-def _rho(rho):
+def _rho(rho, allow_zero=False):
     try:
         val = float(rho)
     except (TypeError, ValueError):
         raise ValueError(f"rho must be a number, got {rho!r}") from None
-    if not (0.0 < val < 1.0):
-        raise ValueError(f"rho must lie in (0, 1), got {rho!r}")
+    ok = (0.0 <= val < 1.0) if allow_zero else (0.0 < val < 1.0)
+    if not ok:
+        raise ValueError(f"rho must lie in {'[0, 1)' if allow_zero else '(0, 1)'}, got {rho!r}")
     return val
 
 
@@ -56,6 +59,16 @@ def _gamma(gamma):
     return g
 
 
+def _residual(residual):
+    try:
+        c = float(residual)
+    except (TypeError, ValueError):
+        raise ValueError(f"residual must be a number, got {residual!r}") from None
+    if not (np.isfinite(c) and c >= 0):
+        raise ValueError(f"residual must be a finite number >= 0, got {residual!r}")
+    return c
+
+
 def _n(n):
     n = _checks.positive_int(n, "n")
     if n < 2:
@@ -64,61 +77,146 @@ def _n(n):
 
 
 def critical_gamma(rho: float) -> float:
-    r"""The critical :math:`\gamma_c = 1/(1-\rho)` (Chen, Lin, Polyanskiy and Rigollet, 2025)."""
+    r"""The critical :math:`\gamma_c = 1/(1-\rho)` (Chen, Lin, Polyanskiy and Rigollet, 2025).
+
+    Defined for :math:`0 < \rho < 1`, the hypothesis of the theorem; at :math:`\rho = 0` the
+    transition sits at :math:`\gamma = 1/2` instead (:func:`midpoint_gamma`, chapter 8).
+    """
     return 1.0 / (1.0 - _rho(rho))
 
 
-def output_cosine(n: int, gamma: float, rho: float, *,
-                  sum_sq: float | None = None) -> float | NDArray[np.float64]:
+def _log_self_excess(n, g, rho, c):
+    # log of K_eff = (k - 1) + c (k + n - 1), k = n^{gamma (1 - rho)}, without overflow
+    logn = math.log(n)
+    L = g * (1.0 - rho) * logn
+    with np.errstate(divide="ignore"):
+        # log(k - 1) = L + log(1 - e^{-L}); -inf at L = 0
+        log_km1 = np.where(L > 30.0, L + np.log1p(-np.exp(-np.minimum(L, 700.0))),
+                           np.log(np.expm1(np.minimum(L, 30.0))))
+    if c == 0.0:
+        return log_km1
+    # K_eff = (1 + c)(k - 1) + c n
+    return np.logaddexp(np.log1p(c) + log_km1, math.log(c) + logn)
+
+
+def output_cosine(n: int, gamma: float, rho: float, *, sum_sq: float | None = None,
+                  residual: float = 0.0) -> float | NDArray[np.float64]:
     r"""Cosine of the outputs of two tokens that see the equiangular logits.
 
     .. math::
 
-        \cos(y_i, y_j) = \frac{(k-1)^2\rho + 2(k-1)\sigma + |S|^2}
-                              {(k-1)^2 + 2(k-1)\sigma + |S|^2},
-        \qquad k = n^{\gamma(1-\rho)},\quad \sigma = 1 + (n-1)\rho,
+        \cos(y_i, y_j) = \frac{K^2\rho + 2K\sigma + |S|^2}{K^2 + 2K\sigma + |S|^2},
+        \qquad K = (k - 1) + c\,(k + n - 1),\quad k = n^{\gamma(1-\rho)},\quad
+        \sigma = 1 + (n-1)\rho,
 
     where :math:`S = \sum_j\theta_j`, for two tokens :math:`i \ne j` with
     :math:`\langle\theta_i, \theta_l\rangle = \rho` for every :math:`l \ne i` (and the same
-    for :math:`j`) (derived in chapter 8: :math:`y_i \propto (k-1)\theta_i + S` and
-    :math:`\langle\theta_i, S\rangle = \sigma`). ``sum_sq`` is :math:`|S|^2`, by default
-    :math:`n\sigma`, its value for an equiangular configuration. ``gamma`` may be an array.
+    for :math:`j`), and :math:`c` = ``residual``: the output is
+    :math:`y_i = \mathrm{ATT}(\theta_i) + c\,\theta_i`, i.e. the layer
+    :math:`x' = \mathrm{ATT}(x/|x|) + \alpha x` of Chen, Lin, Polyanskiy and Rigollet (2025)
+    on tokens of norm :math:`\sqrt q`, with :math:`c = \alpha\sqrt q` (derived in
+    chapter 8: :math:`y_i \propto K\theta_i + S` and :math:`\langle\theta_i, S\rangle =
+    \sigma`). ``sum_sq`` is :math:`|S|^2`, by default :math:`n\sigma`, its value for an
+    equiangular configuration. ``gamma`` may be an array. Computed from :math:`\log K`,
+    divided through by :math:`\max(K, n)^2`: finite for every :math:`n` up to
+    :math:`10^{18}` and beyond and every :math:`\gamma \ge 0`.
+
+    Parameters
+    ----------
+    n : int
+        Number of tokens, at least 2.
+    gamma : float or array
+        :math:`\gamma \ge 0`, the logits being :math:`\gamma\log n\,\langle\theta_i,
+        \theta_j\rangle`.
+    rho : float
+        The common inner product, in :math:`[0, 1)`.
+    sum_sq : float, optional
+        :math:`|S|^2 > 0`.
+    residual : float, optional
+        :math:`c \ge 0`, the weight of the residual connection (0: attention alone).
+
+    Returns
+    -------
+    float or ndarray
+        The cosine, shaped like ``gamma``.
+
+    Raises
+    ------
+    ValueError
+        If an argument is out of range.
+
+    Examples
+    --------
+    >>> round(output_cosine(10**9, 100.0, 0.5), 12)
+    0.5
+    >>> round(output_cosine(10**32, 1.0, 0.5, residual=1.0), 12)
+    0.8
+
+    References
+    ----------
+    :cite:`chen2025critical,rigollet2025meanfield`
     """
     n = _n(n)
-    rho = _rho(rho)
+    rho = _rho(rho, allow_zero=True)
     g = _gamma(gamma)
-    sigma = 1.0 + (n - 1) * rho
-    S2 = n * sigma if sum_sq is None else float(sum_sq)
+    c = _residual(residual)
+    sigma = 1.0 + float(n - 1) * rho
+    S2 = float(n) * sigma if sum_sq is None else float(sum_sq)
     if not S2 > 0:
         raise ValueError(f"sum_sq must be > 0, got {sum_sq!r}")
-    # divide through by max(k - 1, n)^2 so that nothing overflows
-    km1 = np.expm1(g * (1.0 - rho) * np.log(n))
-    scale = np.maximum(km1, float(n))
-    q = km1 / scale
-    rest = (2.0 * sigma * q + S2 / scale) / scale
+    logK = _log_self_excess(n, g, rho, c)
+    logM = np.maximum(logK, math.log(n))  # divide through by M^2, M = max(K, n)
+    q = np.exp(logK - logM)
+    inv = np.exp(-logM)
+    rest = (2.0 * (sigma * inv) * q + (S2 * inv) * inv)
     out = (q * q * rho + rest) / (q * q + rest)
     return out if out.ndim else float(out)
 
 
-def critical_limit(gamma: float, rho: float) -> float:
+def critical_limit(gamma: float, rho: float, *, residual: float = 0.0) -> float:
     r"""The limit of :func:`output_cosine` as :math:`n \to \infty`.
 
     .. math::
 
         \lim_{n\to\infty}\cos(y_i, y_j) =
-        \begin{cases} 1, & \gamma < 1/(1-\rho),\\ 4\rho/(1+3\rho), & \gamma = 1/(1-\rho),\\
-        \rho, & \gamma > 1/(1-\rho)\end{cases}
+        \begin{cases} \Phi_\rho(c), & \gamma < 1/(1-\rho),\\ \Phi_\rho(1 + 2c),
+        & \gamma = 1/(1-\rho),\\ \rho, & \gamma > 1/(1-\rho)\end{cases}
 
-    (Chen, Lin, Polyanskiy and Rigollet, 2025; the middle value is :func:`transition_profile`
-    at :math:`x = 1`). ``gamma`` may be an array; :math:`\gamma` within :math:`10^{-12}`
-    relative of :math:`1/(1-\rho)` counts as critical.
+    with :math:`\Phi_\rho` = :func:`transition_profile` and :math:`c` = ``residual``;
+    :math:`c = 0` gives :math:`1`, :math:`4\rho/(1+3\rho)`, :math:`\rho` (Chen, Lin,
+    Polyanskiy and Rigollet, 2025, as stated in Rigollet's survey; the residual case derived
+    in chapter 8: :math:`K/n \to c`, :math:`1 + 2c`, :math:`\infty`). ``gamma`` may be an
+    array; :math:`\gamma` within :math:`10^{-12}` relative of :math:`1/(1-\rho)` counts as
+    critical.
     """
     rho = _rho(rho)
     g = _gamma(gamma)
-    c = g * (1.0 - rho)
-    out = np.where(c < 1.0, 1.0, rho)
-    out = np.where(np.abs(c - 1.0) <= 1e-12, 4.0 * rho / (1.0 + 3.0 * rho), out)
+    c = _residual(residual)
+    x = g * (1.0 - rho)
+    out = np.where(x < 1.0, transition_profile(c, rho), rho)
+    out = np.where(np.abs(x - 1.0) <= 1e-12, transition_profile(1.0 + 2.0 * c, rho), out)
     return out if out.ndim else float(out)
+
+
+def midpoint_gamma(n: int, rho: float) -> float:
+    r"""The :math:`\gamma` at which the equiangular cosine is halfway, :math:`(1+\rho)/2`.
+
+    .. math::
+
+        \gamma_{1/2}(n, \rho) = \frac{\log\bigl(1 + \sigma + \sqrt{\sigma^2 + n\sigma}
+        \bigr)}{(1-\rho)\log n}, \qquad \sigma = 1 + (n-1)\rho
+
+    (derived in chapter 8: :func:`output_cosine` equals :math:`(1+\rho)/2` exactly when
+    :math:`K^2 - 2\sigma K - n\sigma = 0`). As :math:`n \to \infty` it tends to
+    :math:`1/(1-\rho)` for :math:`\rho > 0`, with a lag
+    :math:`\log(\rho + \sqrt{\rho^2 + \rho})/((1-\rho)\log n)`, and to :math:`1/2` for
+    :math:`\rho = 0`. ``rho`` in :math:`[0, 1)`.
+    """
+    n = _n(n)
+    rho = _rho(rho, allow_zero=True)
+    sigma = 1.0 + float(n - 1) * rho
+    K = sigma + math.sqrt(sigma * sigma + float(n) * sigma)
+    return float(np.log1p(K) / ((1.0 - rho) * math.log(n)))
 
 
 def transition_profile(x: ArrayLike, rho: float) -> float | NDArray[np.float64]:
@@ -221,24 +319,28 @@ def probe_configuration(n: int, rho: float, d_bulk: int,
     return X, float(S @ S)
 
 
-def probe_cosine(X: ArrayLike, gamma: float, *, chunk_size: int | None = None) -> float:
-    r"""Cosine of the attention outputs of tokens 0 and 1 at :math:`\beta_n = \gamma\log n`.
+def probe_cosine(X: ArrayLike, gamma: float, *, chunk_size: int | None = None,
+                 residual: float = 0.0) -> float:
+    r"""Cosine of the outputs of tokens 0 and 1 at :math:`\beta_n = \gamma\log n`.
 
     Calls :func:`transformer_pde.attention.softmax` with :math:`A = \beta_n I`,
     :math:`V = I` and ``queries = X[:2]``: memory :math:`O(nd)`, no :math:`n \times n`
-    array. ``X`` from :func:`probe_configuration` (or any unit tokens).
+    array; adds ``residual`` times the token (:func:`output_cosine`). ``X`` from
+    :func:`probe_configuration` (or any unit tokens).
     """
     X = _checks.points(X, "X")
     n, d = X.shape
     _n(n)
     g = float(_gamma(gamma))
+    c = _residual(residual)
     beta = g * np.log(n)
     Y = attention.softmax(X, beta * np.eye(d), np.eye(d), queries=X[:2], chunk_size=chunk_size)
+    Y = Y + c * X[:2]
     return float(Y[0] @ Y[1] / (np.linalg.norm(Y[0]) * np.linalg.norm(Y[1])))
 
 
-def probe_sweep_task(key: Sequence[int], rho: float, d_bulk: int,
-                     gammas: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+def probe_sweep_task(key: Sequence[int], rho: float, d_bulk: int, gammas: ArrayLike, *,
+                     residual: float = 0.0) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     r"""One size of a sweep: :func:`probe_configuration` of ``n = key[-1]`` tokens drawn by
     ``default_rng(key)``, then :func:`probe_cosine` and the exact :func:`output_cosine` at
     each of ``gammas``.
@@ -249,5 +351,5 @@ def probe_sweep_task(key: Sequence[int], rho: float, d_bulk: int,
     n = int(np.atleast_1d(key)[-1])
     X, S2 = probe_configuration(n, rho, d_bulk, np.random.default_rng(key))
     g = np.atleast_1d(_gamma(gammas))
-    measured = np.array([probe_cosine(X, gg) for gg in g])
-    return measured, np.atleast_1d(output_cosine(n, g, rho, sum_sq=S2))
+    measured = np.array([probe_cosine(X, gg, residual=residual) for gg in g])
+    return measured, np.atleast_1d(output_cosine(n, g, rho, sum_sq=S2, residual=residual))

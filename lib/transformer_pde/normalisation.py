@@ -26,15 +26,18 @@ scheme     flow :math:`\dot x_i`                        layer :math:`x \mapsto`
            then ``pre``
 ``ngpt``   :math:`\alpha P_{x_i}(A_i/|A_i|)`            :math:`(x + h\alpha(A/|A| - x))/|\cdot|`
 ``sqrt``   :math:`(1+t)^{-1/2}A_i`                      :math:`x + h(1 + t)^{-1/2}A`
+``cod``    :math:`(1+t)^{-1/2}P_{x_i}A_i`               :math:`(x + h(1+t)^{-1/2}A)/|\cdot|`
 =========  ==========================================  ===========================================
 
 with speed factors (:func:`speed_factor`) :math:`s = 1`, :math:`r`, :math:`r|A|`, 1 then
 :math:`r`, :math:`|A|/\alpha` and :math:`r\sqrt{1+t}`. Post-LN is the original Transformer's
 (Vaswani et al., 2017), Pre-LN that of GPT-2 and LLaMA, Peri-LN that of Kim et al. (2025),
-Mix-LN that of Li, Yin and Liu (2025), nGPT that of Loshchilov et al. (2025), and ``sqrt`` the
-:math:`1/\sqrt{\ell}` scaling of layer :math:`\ell` of Sun et al. (2025) with one time unit per
-layer (layer :math:`\ell = 1 + t`); the layers are our transcriptions with
-:math:`Q = K = V = I`, no gains, no feed-forward block.
+Mix-LN that of Li, Yin and Liu (2025), nGPT that of Loshchilov et al. (2025), ``sqrt`` our
+model of the :math:`1/\sqrt{\ell}` LayerNorm Scaling of layer :math:`\ell` of Sun et al. (2025)
+with one time unit per layer (layer :math:`\ell = 1 + t`, norms free), and ``cod`` the
+sqrt-scaling scheme of Karagodin, Ge, Polyanskiy and Rigollet (2025) as it is described there
+(speed factor :math:`\sqrt{1+t}`, tokens on the sphere); the layers are our transcriptions
+with :math:`Q = K = V = I`, no gains, no feed-forward block.
 """
 
 from __future__ import annotations
@@ -60,10 +63,13 @@ __all__ = [
     "asymptotic_law",
     "RandomRun",
     "random_run",
+    "network_rate",
+    "LawFit",
+    "fit_laws",
 ]
 
 #: The schemes, in the order of the table of the module notes.
-SCHEMES = ("post", "pre", "peri", "mix", "ngpt", "sqrt")
+SCHEMES = ("post", "pre", "peri", "mix", "ngpt", "sqrt", "cod")
 
 
 def _scheme(scheme):
@@ -117,7 +123,7 @@ def speed_factor(scheme: str, r: ArrayLike, A: ArrayLike, t: float = 0.0, *, alp
 
         s^{\mathrm{post}} = 1,\quad s^{\mathrm{pre}} = r,\quad s^{\mathrm{peri}} = r|A|,\quad
         s^{\mathrm{mix}} = 1 \text{ or } r,\quad s^{\mathrm{nGPT}} = |A|/\alpha,\quad
-        s^{\mathrm{sqrt}} = r\sqrt{1+t}
+        s^{\mathrm{sqrt}} = r\sqrt{1+t},\quad s^{\mathrm{cod}} = \sqrt{1+t}
 
     (derived in chapter 8 from the flows of the module notes; the framework is that of
     Karagodin, Ge, Polyanskiy and Rigollet, 2025). ``r`` (n,) the norms, ``A`` (n, d) the
@@ -139,6 +145,8 @@ def speed_factor(scheme: str, r: ArrayLike, A: ArrayLike, t: float = 0.0, *, alp
         return r * normA
     if scheme == "ngpt":
         return normA / alpha
+    if scheme == "cod":
+        return np.full_like(r, np.sqrt(1.0 + t))
     return r * np.sqrt(1.0 + t)
 
 
@@ -150,7 +158,7 @@ def flow_field(scheme: str, beta: float, *, alpha: float = 1.0,
                switch: float = 1.0) -> Callable[..., Any]:
     r"""The flow ``(t, X) -> dX/dt`` of a scheme (module notes), for the integrators.
 
-    For ``post``, ``ngpt`` and ``mix`` before its switch the tokens must be unit vectors
+    For ``post``, ``ngpt``, ``cod`` and ``mix`` before its switch the tokens must be unit vectors
     (the field is tangent, so norms are first integrals); the others act on
     :math:`\mathbb R^d \setminus \{0\}`. In every case
     :math:`\dot\theta_i = s_i^{-1}P_{\theta_i}A_i` with :func:`speed_factor`.
@@ -170,6 +178,8 @@ def flow_field(scheme: str, beta: float, *, alpha: float = 1.0,
             return A / np.linalg.norm(A, axis=1, keepdims=True)
         if scheme == "ngpt":
             return alpha * _project(U, A / np.linalg.norm(A, axis=1, keepdims=True))
+        if scheme == "cod":
+            return _project(U, A) / np.sqrt(1.0 + t)
         return A / np.sqrt(1.0 + t)
 
     field.__name__ = f"{scheme}_flow"
@@ -185,7 +195,7 @@ def residual_network(X0: ArrayLike, scheme: str, beta: float, T: float, L: int, 
     :func:`transformer_pde.sphere.sa_field`, dense, for the small ``n`` of the
     experiments; :func:`attention_vector` computes the same without an
     :math:`n \times n` array). ``X0``
-    (n, d): unit rows for ``post``, ``mix`` and ``ngpt`` (checked to :math:`10^{-12}`).
+    (n, d): unit rows for ``post``, ``mix``, ``ngpt`` and ``cod`` (checked to :math:`10^{-12}`).
     Returns all ``L + 1`` layers, shape ``(L + 1, n, d)``. Each layer is an explicit Euler
     step of :func:`flow_field` followed, for the sphere schemes, by :math:`x \mapsto x/|x|`:
     a first-order scheme of the flow (chapter 7's lemma for ``post``).
@@ -197,7 +207,7 @@ def residual_network(X0: ArrayLike, scheme: str, beta: float, T: float, L: int, 
     L = _checks.positive_int(L, "L")
     X = _checks.points(X0, "X0").copy()
     U, r = _unit_rows(X, "X0")
-    if scheme in ("post", "mix", "ngpt") and np.max(np.abs(r - 1.0)) > 1e-12:
+    if scheme in ("post", "mix", "ngpt", "cod") and np.max(np.abs(r - 1.0)) > 1e-12:
         raise ValueError(f"X0 must have unit rows for scheme {scheme!r}")
     h = T / L
     field = sphere.sa_field(beta, tangent=False)  # A(Theta), dense: fast for small n
@@ -216,6 +226,9 @@ def residual_network(X0: ArrayLike, scheme: str, beta: float, T: float, L: int, 
             X = X + h * A / np.linalg.norm(A, axis=1, keepdims=True)
         elif scheme == "ngpt":
             Y = X + h * alpha * (A / np.linalg.norm(A, axis=1, keepdims=True) - X)
+            X = Y / np.linalg.norm(Y, axis=1, keepdims=True)
+        elif scheme == "cod":
+            Y = X + h / np.sqrt(1.0 + t) * A
             X = Y / np.linalg.norm(Y, axis=1, keepdims=True)
         else:
             X = X + h / np.sqrt(1.0 + t) * A
@@ -260,7 +273,8 @@ def _equi_terms(u, n, beta):
 
 
 def equiangular_rhs(scheme: str, t: float, u: float, r: float, n: int, beta: float, *,
-                    alpha: float = 1.0, switch: float = 1.0) -> tuple[float, float]:
+                    alpha: float | Callable[[float], float] = 1.0,
+                    switch: float = 1.0) -> tuple[float, float]:
     r"""Right-hand side :math:`(\dot u, \dot r)` of the equiangular reduction, :math:`u = 1 - \rho`.
 
     If :math:`\langle\theta_i, \theta_j\rangle = \rho` for all :math:`i \ne j` and all norms
@@ -275,10 +289,13 @@ def equiangular_rhs(scheme: str, t: float, u: float, r: float, n: int, beta: flo
     :math:`\langle\theta, A\rangle = a + (n-1)b\rho`, :math:`a = 1 - (n-1)b`,
     :math:`|A|^2 = a^2 + 2ab(n-1)\rho + b^2(n-1)(1 + (n-2)\rho)`, and :math:`s` the speed
     factor (:func:`speed_factor`). Post-LN with :math:`u = 1 - \rho` is chapter 7's SA
-    equation.
+    equation. ``alpha`` may be a function of :math:`t` (nGPT with a time-varying
+    :math:`\alpha_t`).
     """
     scheme = _scheme(scheme)
     beta = _beta(beta)
+    if callable(alpha):
+        alpha = alpha(float(t))
     alpha, switch = _options(alpha, switch)
     n = _checks.positive_int(n, "n")
     if n < 2:
@@ -290,9 +307,11 @@ def equiangular_rhs(scheme: str, t: float, u: float, r: float, n: int, beta: flo
     if not (r > 0 and np.isfinite(r)):
         raise ValueError(f"r must be a positive norm, got {r!r}")
     _, b, g, normA = _equi_terms(u, n, beta)
-    on_sphere = scheme in ("post", "ngpt") or (scheme == "mix" and t < switch)
+    on_sphere = scheme in ("post", "ngpt", "cod") or (scheme == "mix" and t < switch)
     if scheme == "post" or (scheme == "mix" and t < switch):
         s = 1.0
+    elif scheme == "cod":
+        s = np.sqrt(1.0 + t)
     elif scheme in ("pre", "mix"):
         s = r
     elif scheme == "peri":
@@ -307,13 +326,14 @@ def equiangular_rhs(scheme: str, t: float, u: float, r: float, n: int, beta: flo
 
 
 def equiangular_flow(scheme: str, u0: float, n: int, beta: float, times: ArrayLike, *,
-                     r0: float = 1.0, alpha: float = 1.0, switch: float = 1.0, rtol: float = 1e-11,
+                     r0: float = 1.0, alpha: float | Callable[[float], float] = 1.0, switch: float = 1.0, rtol: float = 1e-11,
                      atol: float = 1e-12) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     r"""Solve :func:`equiangular_rhs` from :math:`(u_0, r_0)` at ``times[0]``.
 
     Integrates :math:`(\log u, r)` with SciPy's ``DOP853`` (relative accuracy of :math:`u`
     down to any size, so that decays to :math:`10^{-30}` are resolved); Mix-LN is integrated
-    in two pieces, before and after ``switch``. Returns ``(u, r)`` at ``times``.
+    in two pieces, before and after ``switch``. ``alpha`` may be a function of :math:`t`
+    (:func:`equiangular_rhs`). Returns ``(u, r)`` at ``times``.
     """
     from scipy.integrate import solve_ivp
 
@@ -381,9 +401,11 @@ def equiangular_network(scheme: str, u0: float, n: int, beta: float, T: float, L
     for ell in range(L):
         t = ell * h
         a, b, _, normA = _equi_terms(u, n, beta)
-        sphere = scheme in ("post", "ngpt") or (scheme == "mix" and t < switch)
+        sphere = scheme in ("post", "ngpt", "cod") or (scheme == "mix" and t < switch)
         if scheme == "post" or (scheme == "mix" and t < switch):
             c, keep = h, 1.0
+        elif scheme == "cod":
+            c, keep = h / np.sqrt(1.0 + t), 1.0
         elif scheme in ("pre", "mix"):
             c, keep = h, r
         elif scheme == "peri":
@@ -406,10 +428,11 @@ def equiangular_network(scheme: str, u0: float, n: int, beta: float, T: float, L
 def asymptotic_law(scheme: str, *, alpha: float = 1.0) -> tuple[str, float]:
     r"""How :math:`u = 1 - \rho` vanishes along the equiangular flow, as :math:`t \to \infty`.
 
-    Returns ``("exp", lam)`` for :math:`u \sim Ce^{-\lambda t}` or ``("power", p)`` for
-    :math:`u \sim Ct^{-p}` (derived in chapter 8): Post-LN :math:`e^{-2t}`, nGPT
-    :math:`e^{-2\alpha t}`, Pre-LN, Peri-LN and Mix-LN :math:`t^{-2}`, ``sqrt``
-    :math:`t^{-1}`. The survey of Rigollet (2025) states the first and the second.
+    Returns ``("exp", lam)`` for :math:`u \sim Ce^{-\lambda t}`, ``("power", p)`` for
+    :math:`u \sim Ct^{-p}` or ``("stretched", c)`` for :math:`u \sim Ce^{-c\sqrt{1+t}}`
+    (derived in chapter 8): Post-LN :math:`e^{-2t}`, nGPT :math:`e^{-2\alpha t}`, Pre-LN,
+    Peri-LN and Mix-LN :math:`t^{-2}`, ``sqrt`` :math:`t^{-1}`, ``cod``
+    :math:`e^{-4\sqrt{1+t}}`. The survey of Rigollet (2025) states Post-LN's and Pre-LN's.
     """
     scheme = _scheme(scheme)
     alpha = _checks.positive_float(alpha, "alpha")
@@ -419,6 +442,8 @@ def asymptotic_law(scheme: str, *, alpha: float = 1.0) -> tuple[str, float]:
         return ("exp", 2.0 * alpha)
     if scheme == "sqrt":
         return ("power", 1.0)
+    if scheme == "cod":
+        return ("stretched", 4.0)
     return ("power", 2.0)
 
 
@@ -449,3 +474,81 @@ def random_run(key: Sequence[int], scheme: str, n: int, d: int, beta: float, T: 
     angle = 2.0 * np.arcsin(np.minimum(chord / 2.0, 1.0))
     return RandomRun(pair_gap(net), np.linalg.norm(net, axis=-1).mean(axis=1),
                      angle.mean(axis=1))
+
+
+def network_rate(scheme: str, h: float, t: ArrayLike, *, alpha: float = 1.0) -> NDArray[np.float64]:
+    r"""The network's clock for the exponential schemes: :math:`-\log u` gained per layer.
+
+    Near the cluster a layer of ``post`` divides the deviations from the mean direction by
+    :math:`1 + h`, ``ngpt`` multiplies them by :math:`1 - h\alpha`, ``cod`` divides them by
+    :math:`1 + h/\sqrt{1+t}`; the gap :math:`u` is their square, so per layer
+    :math:`-\Delta\log u = 2\log(1 + h)`, :math:`-2\log(1 - h\alpha)`,
+    :math:`2\log(1 + h/\sqrt{1+t})`, up to :math:`O(u)` (derived in chapter 8). Returns the
+    cumulative sum ``c`` with ``c[0] = 0`` over the layer times ``t`` (``t[l] = l h``), so
+    that :math:`\log u \approx \mathrm{const} - c`.
+    """
+    scheme = _scheme(scheme)
+    if scheme not in ("post", "ngpt", "cod"):
+        raise ValueError(f"scheme must be 'post', 'ngpt' or 'cod' for an exponential clock, "
+                         f"got {scheme!r}")
+    h = _checks.positive_float(h, "h")
+    alpha = _checks.positive_float(alpha, "alpha")
+    t = np.asarray(t, dtype=np.float64)
+    if t.ndim != 1 or t.size < 2 or not np.all(np.isfinite(t)) or np.any(t < 0):
+        raise ValueError("t must be a 1-D array of at least 2 finite times >= 0")
+    if scheme == "ngpt" and not h * alpha < 1:
+        raise ValueError(f"h * alpha must be < 1 for nGPT, got {h * alpha!r}")
+    if scheme == "post":
+        per = np.full(t.size - 1, 2.0 * np.log1p(h))
+    elif scheme == "ngpt":
+        per = np.full(t.size - 1, -2.0 * np.log1p(-h * alpha))
+    else:
+        per = 2.0 * np.log1p(h / np.sqrt(1.0 + t[:-1]))
+    return np.concatenate([[0.0], np.cumsum(per)])
+
+
+class LawFit(NamedTuple):
+    """What :func:`fit_laws` measures on one run (``nan`` where it does not apply)."""
+
+    rate: float
+    exponent_r: float
+    growth: float
+    exponent_t: float
+    exponent_rt: float
+
+
+def fit_laws(run: RandomRun, scheme: str, h: float, *, alpha: float = 1.0,
+             high: float = 1e-6, low: float = 1e-12) -> LawFit:
+    r"""Fit the collapse law of a scheme to one :func:`random_run`.
+
+    For ``post``, ``ngpt`` and ``cod``: ``rate`` is the least-squares slope of
+    :math:`-\log\bar u` against the network's clock (:func:`network_rate`, so the
+    prediction is 1) over the samples with ``low`` :math:`< \bar u <` ``high``
+    (:func:`transformer_pde.rates.decay_rate`). For the other schemes, over the second half
+    of the layers: ``exponent_r`` the exponent of :math:`\bar u` against the mean norm
+    :math:`\bar r` (predicted :math:`-2`: :math:`u r^2 \to C`), ``growth`` the slope of
+    :math:`\bar r` against :math:`t` (``sqrt``: against :math:`\sqrt{1+t}`; predicted 1 and
+    2), ``exponent_t`` the exponent of :math:`\bar u` against :math:`t` and ``exponent_rt``
+    that of :math:`\bar r` against :math:`t` (chapter 8).
+    """
+    from . import fitting, rates
+
+    scheme = _scheme(scheme)
+    h = _checks.positive_float(h, "h")
+    if not isinstance(run, RandomRun):
+        raise ValueError("run must be a RandomRun from random_run")
+    L = run.gap.size - 1
+    t = h * np.arange(L + 1)
+    nan = float("nan")
+    if scheme in ("post", "ngpt", "cod"):
+        clock = network_rate(scheme, h, t, alpha=alpha)
+        return LawFit(rates.decay_rate(clock, run.gap, high=high, low=low), nan, nan, nan, nan)
+    late = t >= t[-1] / 2
+    clock = np.sqrt(1.0 + t[late]) if scheme == "sqrt" else t[late]
+    return LawFit(
+        nan,
+        fitting.fit_power_law(run.radius[late], run.gap[late]).exponent,
+        float(np.polyfit(clock, run.radius[late], 1)[0]),
+        fitting.fit_power_law(t[late], run.gap[late]).exponent,
+        fitting.fit_power_law(t[late], run.radius[late]).exponent,
+    )
