@@ -9,12 +9,14 @@ repository.
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import robust
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "book"))
@@ -44,6 +46,7 @@ def _cell(path):
 
 def test_the_tag_is_the_one_the_runners_skip():
     assert colab_cell.TAG == robust.INSTALL_TAG
+    assert f'"{colab_cell.TAG}"' in (ROOT / "tests/calibration/_notebook.py").read_text()
 
 
 def test_inserted_once_before_the_seed_cell_and_idempotent(copy):
@@ -152,3 +155,34 @@ def test_launch_buttons_and_their_sentence_only_with_a_repository(capsys):
     intro = (ROOT / "book" / "intro.md").read_text()
     assert "{{ launch_sentence }}" in intro and "rocket" not in intro
     assert "{{ launch_status }}" in (ROOT / "book" / "reproducing.md").read_text()
+
+
+def test_the_built_buttons_open_the_chapter_in_the_repository(tmp_path):
+    """A two-page book built with the book's configuration and a repository: the Binder and
+    Colab buttons of a chapter open that notebook's path in that repository and branch."""
+    (tmp_path / "notebooks").mkdir()
+    chapter = tmp_path / "notebooks" / "01_demo.ipynb"
+    chapter.write_text(colab_cell.dumps({
+        "cells": [{"cell_type": "markdown", "id": "title", "metadata": {},
+                   "source": ["# Demo"]}],
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                    "language": "python"}},
+        "nbformat": 4, "nbformat_minor": 5}))
+    (tmp_path / "intro.md").write_text("# Intro\n\nRun it{{ launch_sentence }}.\n")
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n"
+                                       "  - file: notebooks/01_demo\n")
+    config = configure.configure(URL, "dev")
+    config["sphinx"]["config"]["html_static_path"] = [str(ROOT / "book" / "_static")]
+    config["bibtex_bibfiles"] = [str(ROOT / "book" / "references.bib")]
+    (tmp_path / "config.yml").write_text(yaml.safe_dump(config))
+    book = Path(sys.executable).parent / "jupyter-book"
+    subprocess.run([str(book), "build", str(tmp_path), "--config", str(tmp_path / "config.yml"),
+                    "--path-output", str(tmp_path / "out")], check=True, capture_output=True)
+    html = (tmp_path / "out" / "_build" / "html")
+    page = (html / "notebooks" / "01_demo.html").read_text()
+    links = set(re.findall(r'href="(https://(?:colab|mybinder)[^"]*)"', page))
+    assert links == {
+        "https://mybinder.org/v2/gh/OWNER/NAME/dev?urlpath=lab/tree/notebooks/01_demo.ipynb",
+        "https://colab.research.google.com/github/OWNER/NAME/blob/dev/notebooks/01_demo.ipynb"}
+    assert 'href="https://github.com/OWNER/NAME"' in page
+    assert "launch button" in (html / "intro.html").read_text()
