@@ -11,6 +11,8 @@ bootstrap of the test's law: it keeps the skewness and the heavy tails of the sq
 up to the largest draw of the pool).
 
 Usage: python tests/calibration/ch02_rate_t0.py FIRST LAST [CACHE_DIR] [RESAMPLES]
+(seeds FIRST <= SEED < LAST: a FIRST above the seeds used so far replays the checks on new draws;
+it also prints the law of each statistic over the seeds themselves)
 (CACHE_DIR holds rho_SEED.npz files with arrays cov_RHO_K and field_RHO_K from the same
 computation, to skip recomputing them; RESAMPLES default 100000).
 """
@@ -55,14 +57,19 @@ def errors(seed, V, cache):
     return out
 
 
-def failures(errs, limits):
-    f = {}
+def statistics(errs, limits):
+    """The six statistics the notebook's cell asserts on, for one seed."""
+    z = {}
     for w in WHATS:
         t = meanfield.scaled_error_test(RATE_SIZES, errs[w, 0.25], limits[w, 0.25])
-        f[w, "limit"] = abs(t.z_limit) >= 5
-        f[w, "rate"] = abs(t.z_rate) >= 5
-        f[w, "slow"] = meanfield.scaled_error_test(RATE_SIZES, errs[w, 1.0], np.inf).z_rate <= 3
-    return f
+        z[w, "limit"], z[w, "rate"] = t.z_limit, t.z_rate
+        z[w, "slow"] = meanfield.scaled_error_test(RATE_SIZES, errs[w, 1.0], np.inf).z_rate
+    return z
+
+
+def failures(errs, limits):
+    z = statistics(errs, limits)
+    return {key: (v <= 3 if key[1] == "slow" else abs(v) >= 5) for key, v in z.items()}
 
 
 def resampled(pools, limit, resamples, rng, chunk=2000):
@@ -96,17 +103,34 @@ def resampled(pools, limit, resamples, rng, chunk=2000):
 
 def main(first, last, cache=None, resamples=100000):
     V, limits = setting()
-    counts = {}
+    counts, per_seed = {}, {}
     pools = {(w, rho): [[] for _ in RATE_SIZES] for w in WHATS for rho in RHOS}
     for seed in range(first, last):
         errs = errors(seed, V, cache)
         for key, fail in failures(errs, limits).items():
             counts[key] = counts.get(key, 0) + int(fail)
+        for key, v in statistics(errs, limits).items():
+            per_seed.setdefault(key, []).append(v)
         for key, per_size in errs.items():
             for k, e in enumerate(per_size):
                 pools[key][k].append(e)
     print(f"{last - first} seeds; failures: " + ", ".join(
         f"{w} {kind} {c}" for (w, kind), c in sorted(counts.items())))
+    # the law of each statistic over the seeds themselves (no resampling): mean, sd with a 95 %
+    # interval (chi-square), extremes, and the normal tail beyond the threshold at the upper sd
+    from scipy import stats
+    for key, v in sorted(per_seed.items()):
+        v = np.array(v)
+        m, sd, k = v.mean(), v.std(ddof=1), v.size - 1
+        sd_hi = sd * np.sqrt(k / stats.chi2.ppf(0.025, k))
+        sd_lo = sd * np.sqrt(k / stats.chi2.ppf(0.975, k))
+        if key[1] == "slow":
+            tail = stats.norm.cdf((3 - m) / sd_hi)
+        else:
+            tail = stats.norm.sf((5 - m) / sd_hi) + stats.norm.cdf((-5 - m) / sd_hi)
+        print(f"per seed {key[0]} {key[1]}: mean {m:+.2f}, sd {sd:.2f} (95 % {sd_lo:.2f}-"
+              f"{sd_hi:.2f}), extremes {v.min():+.2f} {v.max():+.2f}; normal tail beyond the "
+              f"threshold at the upper sd {tail:.1e}")
     rng = np.random.default_rng(0)
     for (w, rho), per_size in pools.items():
         pool = [np.concatenate(p) for p in per_size]
