@@ -5,12 +5,13 @@ A = I) exactly as the notebook's sweep cell does (hardmax.integrate_until_settle
 [0, 12] with step 0.1, cap 24), in batches of 20 drawn from np.random.default_rng([s, k]),
 and prints, per setting, the quantiles of t0, the fraction of runs with t0 above a grid of
 levels, and the number of runs that did not settle by the cap (the assertion of the sweep).
-Usage: python tests/calibration/ch04_soft_phase.py [runs per setting] [start]
+Usage: python tests/calibration/ch04_soft_phase.py [runs per setting] [start] [--seed-offset=N]
 """
 
 import sys
 
 import numpy as np
+from _notebook import SEED_OFFSET
 from transformer_pde import hardmax
 
 RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
@@ -19,7 +20,7 @@ t_grid = np.linspace(0.0, 12.0, 121)
 for name, (n_tok, d) in {"3-D, A = I": (32, 3), "2-D, A = I": (20, 2)}.items():
     t0, unsettled = [], 0
     for batch in range(START, START + RUNS // 20):
-        Z0 = np.random.default_rng([batch, d]).normal(size=(20, n_tok, d))
+        Z0 = np.random.default_rng([batch + SEED_OFFSET, d]).normal(size=(20, n_tok, d))
         for run in hardmax.integrate_until_settled(Z0, t_grid, np.eye(d), cap=24.0):
             if run["start"] is None:
                 unsettled += 1
