@@ -175,3 +175,24 @@ def test_bad_inputs_raise():
         lc.probe_configuration(10, 0.5, 4, 0)
     with pytest.raises(ValueError, match="d_bulk"):
         lc.probe_configuration(10, 0.5, 0, np.random.default_rng(0))
+
+
+def test_one_minus_cosine_and_the_stack_of_layers():
+    # 1 - cos = (1 - rho) K^2 / (K^2 + 2 K sigma + n sigma), exactly (chapter 8)
+    for n, gamma, rho in ((50, 0.3, 0.2), (10**4, 1.1, 0.6), (10**6, 0.05, 0.4)):
+        K = n ** (gamma * (1 - rho)) - 1
+        sigma = 1 + (n - 1) * rho
+        exact = (1 - rho) * K**2 / (K**2 + 2 * K * sigma + n * sigma)
+        assert np.isclose(1 - lc.output_cosine(n, gamma, rho), exact, rtol=1e-6, atol=1e-15)
+    # the one-layer map never spreads equiangular tokens, and its outputs are equiangular
+    # again: a dense two-layer computation agrees with iterating output_cosine
+    n, gamma, rho = 40, 3.0, 0.5
+    X = sphere.equiangular_configuration(n, rho)
+    for _ in range(2):
+        G = np.exp(gamma * np.log(n) * (X @ X.T - 1.0))
+        Y = (G / G.sum(axis=1, keepdims=True)) @ X
+        X = Y / np.linalg.norm(Y, axis=1, keepdims=True)
+    two = lc.output_cosine(n, gamma, lc.output_cosine(n, gamma, rho))
+    assert np.isclose(X[0] @ X[1], two, rtol=1e-12) and np.isclose(X[2] @ X[7], two)
+    rhos = np.linspace(0, 0.99, 100)
+    assert np.all([lc.output_cosine(10**5, 2.5, r) >= r for r in rhos])
