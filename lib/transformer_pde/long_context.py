@@ -211,6 +211,32 @@ def midpoint_gamma(n: int, rho: float) -> float:
     :math:`1/(1-\rho)` for :math:`\rho > 0`, with a lag
     :math:`\log(\rho + \sqrt{\rho^2 + \rho})/((1-\rho)\log n)`, and to :math:`1/2` for
     :math:`\rho = 0`. ``rho`` in :math:`[0, 1)`.
+
+    Parameters
+    ----------
+    n : int
+        Number of tokens, at least 2.
+    rho : float
+        The common inner product, in :math:`[0, 1)`.
+
+    Returns
+    -------
+    float
+        :math:`\gamma_{1/2}(n, \rho)`.
+
+    Raises
+    ------
+    ValueError
+        If ``n < 2`` or ``rho`` is outside :math:`[0, 1)`.
+
+    Examples
+    --------
+    >>> round(midpoint_gamma(1000, 0.0), 4)
+    0.5089
+
+    References
+    ----------
+    :cite:`chen2025critical`
     """
     n = _n(n)
     rho = _rho(rho, allow_zero=True)

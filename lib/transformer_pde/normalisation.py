@@ -326,7 +326,8 @@ def equiangular_rhs(scheme: str, t: float, u: float, r: float, n: int, beta: flo
 
 
 def equiangular_flow(scheme: str, u0: float, n: int, beta: float, times: ArrayLike, *,
-                     r0: float = 1.0, alpha: float | Callable[[float], float] = 1.0, switch: float = 1.0, rtol: float = 1e-11,
+                     r0: float = 1.0, alpha: float | Callable[[float], float] = 1.0,
+                     switch: float = 1.0, rtol: float = 1e-11,
                      atol: float = 1e-12) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     r"""Solve :func:`equiangular_rhs` from :math:`(u_0, r_0)` at ``times[0]``.
 
@@ -486,6 +487,16 @@ def network_rate(scheme: str, h: float, t: ArrayLike, *, alpha: float = 1.0) -> 
     :math:`2\log(1 + h/\sqrt{1+t})`, up to :math:`O(u)` (derived in chapter 8). Returns the
     cumulative sum ``c`` with ``c[0] = 0`` over the layer times ``t`` (``t[l] = l h``), so
     that :math:`\log u \approx \mathrm{const} - c`.
+
+    Examples
+    --------
+    >>> c = network_rate("post", 0.1, 0.1 * np.arange(11))
+    >>> round(float(c[-1]), 6) == round(20 * float(np.log1p(0.1)), 6)
+    True
+
+    References
+    ----------
+    :cite:`karagodin2025normalization`
     """
     scheme = _scheme(scheme)
     if scheme not in ("post", "ngpt", "cod"):
