@@ -36,19 +36,22 @@ SECTIONS = {
                             "ax.loglog(ns, upper[k]", "fit_adv = fit_power_law("],
     "large-radius limit": ["hard_rng = np.random.default_rng([SEED, 4, attempt])",
                            "limit_err[name] / hard_norm[name]",
-                           "assert counts[0] == n"],
+                           "assert 0.1 <= margin <= 5"],
 }
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seeds", type=int, default=200, help="SEED = 0 .. seeds - 1")
+    parser.add_argument("--seeds", type=int, default=200, help="number of seeds")
+    parser.add_argument("--offset", type=int, default=0,
+                        help="first seed (SEED = offset .. offset + seeds - 1): a new offset "
+                             "replays the checks on draws not used before")
     args = parser.parse_args()
     code = {name: [cell(NOTEBOOK, needle) for needle in needles]
             for name, needles in SECTIONS.items()}
     failures = {name: [] for name in SECTIONS}
     worst_fd, most_draws = 0.0, 0
-    for seed in range(args.seeds):
+    for seed in range(args.offset, args.offset + args.seeds):
         ns = setup(NOTEBOOK, seed)
         for name, cells in code.items():
             err = run(cells, ns)
