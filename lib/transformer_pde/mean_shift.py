@@ -195,10 +195,12 @@ _CRIT2 = (math.sqrt(3.0 - math.sqrt(6.0)), math.sqrt(3.0 + math.sqrt(6.0)))
 def _sup_envelope(m, crit, lo, hi, r0):
     """sup of m(r) e^{r0^2/2} over r in [lo, hi] (arrays): end points and interior maxima."""
     out = np.maximum(m(lo, r0), m(hi, r0))
+    r0 = np.broadcast_to(r0, out.shape)
     for c in crit:
-        inside = (lo < c) & (c < hi)
+        inside = (lo < c) & (c < hi)  # then r0 <= lo < c: no overflow
         if np.any(inside):
-            out = np.where(inside, np.maximum(out, m(np.full_like(lo, c), r0)), out)
+            out[inside] = np.maximum(out[inside], m(np.full(int(inside.sum()), c),
+                                                   r0[inside]))
     return out
 
 
