@@ -109,8 +109,11 @@ def main(first, last, cache=None, resamples=100000):
         errs = errors(seed, V, cache)
         for key, fail in failures(errs, limits).items():
             counts[key] = counts.get(key, 0) + int(fail)
-        for key, v in statistics(errs, limits).items():
+        z = statistics(errs, limits)
+        for key, v in z.items():
             per_seed.setdefault(key, []).append(v)
+        print(f"seed {seed}: " + ", ".join(f"{w} {kind} {v:+.2f}" for (w, kind), v in z.items()),
+              flush=True)
         for key, per_size in errs.items():
             for k, e in enumerate(per_size):
                 pools[key][k].append(e)
