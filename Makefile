@@ -1,14 +1,16 @@
 # Transformers as PDEs: every command runs inside .venv, created and filled from the lock files.
-# The lock files pin packages for CPython 3.11: PYTHON must be a Python 3.11 with venv and pip
-# (e.g. make test PYTHON=python3.11 where python3 is another version).
+# One lock serves CPython 3.11, 3.12 and 3.13 (every pin has a binary wheel for each; make
+# other-pythons installs it under the others and tests there): PYTHON must be one of them with
+# venv and pip (e.g. make test PYTHON=python3.12 where python3 is another version).
 PYTHON ?= python3
+PYTHONS := 3.11 3.12 3.13
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 NOTEBOOKS ?= $(sort $(wildcard notebooks/*.ipynb))
 
 .PHONY: book test lab execute clean install lint unit nbval portability seeds notebooks robust \
-	book-strict links browser built bench
+	book-strict links browser built bench other-pythons
 
 # The public repository of the book, e.g. https://github.com/OWNER/NAME: when set, the pages get
 # repository, issues, Binder and Colab buttons (book/configure.py); when empty, none of them.
@@ -27,10 +29,12 @@ CHROMIUM ?= $(shell command -v chromium || command -v chromium-browser || echo /
 SHARP ?= 0
 
 $(BIN)/python:
-	@$(PYTHON) -c 'import sys, venv, ensurepip; sys.exit(sys.version_info[:2] != (3, 11))' \
-	2>/dev/null || { echo "make: the environment needs Python 3.11 with venv and pip; \
-	'$(PYTHON)' is $$($(PYTHON) --version 2>/dev/null || echo not found). Install Python 3.11 (Debian/Ubuntu: \
-	apt-get install python3.11 python3.11-venv) and run e.g. make test PYTHON=python3.11"; exit 1; }
+	@$(PYTHON) -c 'import sys, venv, ensurepip; \
+	sys.exit("%d.%d" % sys.version_info[:2] not in "$(PYTHONS)".split())' \
+	2>/dev/null || { echo "make: the environment needs Python 3.11, 3.12 or 3.13 with venv and \
+	pip; '$(PYTHON)' is $$($(PYTHON) --version 2>/dev/null || echo not found) (or has no venv \
+	module). Install one (Debian/Ubuntu: apt-get install python3 python3-venv; see the \
+	README for each release) and run e.g. make test PYTHON=python3.12"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 
 # The lock pins every package; installing it with --no-deps gives exactly that environment.
@@ -131,6 +135,53 @@ test: lint unit notebooks
 	$(MAKE) --no-print-directory book-strict
 	$(MAKE) --no-print-directory links browser
 	@echo "make test: all checks passed"
+
+# The lock on the other supported Pythons: for each of 3.11, 3.12, 3.13 other than .venv's that
+# is on this machine (pythonX.Y on the PATH, else pyenv's ~/.pyenv/versions/X.Y.*), a venv filled
+# from the same lock, the unit tests there, and nbval of one chapter ($(OTHER_NOTEBOOK)). The
+# venvs live outside the repository, one per version and lock content, and are reused until the
+# lock changes. It fails when no other version is found (CI runs it after make test).
+OTHER_VENVS ?= $(HOME)/.cache/transformer-pde/venvs
+OTHER_NOTEBOOK ?= notebooks/01_tokens_as_particles.ipynb
+# pytest-xdist workers for the unit tests there (OTHER_JOBS=1 on a shared machine)
+OTHER_JOBS ?= auto
+FIND_PYTHON = for c in $$(command -v python$$v) \
+	$$(ls -d $(HOME)/.pyenv/versions/$$v.*/bin/python 2>/dev/null | sort -V | tail -n 1); do \
+	[ "$$($$c -c 'import sys, venv, ensurepip; print("%d.%d" % sys.version_info[:2])' \
+	2>/dev/null)" = "$$v" ] && { py=$$c; break; }; done
+
+other-pythons: install
+	@own=$$($(BIN)/python -c 'import sys; print("%d.%d" % sys.version_info[:2])'); tested=""; \
+	for v in $(PYTHONS); do \
+	  [ "$$v" = "$$own" ] && continue; py=""; $(FIND_PYTHON); \
+	  if [ -z "$$py" ]; then echo "make other-pythons: no Python $$v here, skipped"; continue; fi; \
+	  echo "make other-pythons: Python $$v ($$py)"; \
+	  $(MAKE) --no-print-directory other-python V=$$v PY=$$py || exit 1; tested="$$tested $$v"; \
+	done; \
+	if [ -z "$$tested" ]; then echo "make other-pythons: no Python of $(PYTHONS) besides \
+	.venv's $$own found (install one, e.g. with pyenv)"; exit 1; fi; \
+	echo "make other-pythons: the lock installs, the unit tests and nbval of \
+	$(OTHER_NOTEBOOK) pass on Python$$tested"
+
+# one version (V=3.12 PY=/path/to/python3.12); the package itself is reinstalled every time, so
+# that the venv runs this clone's code
+LOCK_HASH = $(shell cat requirements.lock requirements-nodeps.lock | sha256sum | cut -c1-12)
+OTHER_VENV = $(OTHER_VENVS)/py$(V)-$(LOCK_HASH)
+other-python:
+	@test -n "$(V)" -a -n "$(PY)" || { echo "make other-python: give V=X.Y PY=interpreter"; \
+	exit 1; }
+	@if [ ! -f $(OTHER_VENV)/.installed ]; then \
+	  set -e; rm -rf $(OTHER_VENV); $(PY) -m venv $(OTHER_VENV); \
+	  echo "$(OTHER_VENV): pip install --no-deps --only-binary=:all: -r requirements.lock"; \
+	  $(OTHER_VENV)/bin/python -m pip install --quiet --no-deps --only-binary=:all: \
+	    -r requirements.lock; \
+	  $(OTHER_VENV)/bin/python -m pip install --quiet --no-deps -r requirements-nodeps.lock; \
+	  touch $(OTHER_VENV)/.installed; \
+	fi
+	$(OTHER_VENV)/bin/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	REQUIRE_SHARP_FIGURES=$(SHARP) $(OTHER_VENV)/bin/python -m pytest tests -n $(OTHER_JOBS) \
+		--dist loadfile -q -p no:cacheprovider
+	$(OTHER_VENV)/bin/python $(NBVAL) $(OTHER_NOTEBOOK)
 
 lab: install
 	$(BIN)/jupyter lab notebooks
