@@ -157,3 +157,36 @@ def test_bad_input_is_refused():
         ms.count_modes_circle([], 1.0)
     with pytest.raises(ValueError, match="return_brackets"):
         ms.count_modes_line([0.0], 1.0, return_brackets="yes")
+
+
+@pytest.mark.parametrize("delta, expected", [(1e-6, 2), (1e-12, 2), (1e-14, 2),
+                                             (-1e-12, 1), (-1e-6, 1)])
+def test_count_modes_line_merging_critical_points(delta, expected):
+    # two samples 2 sqrt(beta) bandwidths apart: at separation 2 the two modes and the
+    # antimode between them merge (g ~ delta s - s^3 / 3 near the middle); just above 2
+    # there are two modes within sqrt(3 delta) bandwidths of each other, just below one
+    beta = 1.0 + delta
+    assert ms.count_modes_line([-1.0, 1.0], beta) == expected
+
+
+def test_count_modes_line_degenerate_raises_instead_of_guessing():
+    # separation exactly 2 (a triple critical point): undecidable, never a silent count
+    with pytest.raises(RuntimeError, match="not decided"):
+        ms.count_modes_line([-1.0, 1.0], 1.0)
+
+
+def test_count_modes_line_zero_near_a_grid_point_terminates():
+    # the draw on which halving ran without end: an antimode of g within 3e-7 bandwidths of
+    # a grid point, where the bound on the far samples (3e-6) leaves the grid point's sign
+    # undecided at every depth; resolved in multiple precision (count checked against a
+    # fine-grid reference, which can only miss modes)
+    rng = np.random.default_rng(101)
+    for _ in range(12):
+        rng.uniform(0.0, 2 * np.pi, 400)
+    sphere.uniform_on_sphere(64, 3, rng)
+    rng.normal(size=(5, 2))
+    rng.normal(size=(200, 2))
+    rng.standard_normal(20_000)
+    x = rng.standard_normal(20_000)
+    beta = 10**3.5
+    assert ms.count_modes_line(x, beta) == brute_force_modes(x, beta) == 75

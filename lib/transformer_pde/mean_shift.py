@@ -46,6 +46,11 @@ _SHELL = 0.25
 #: width of the first cells (in bandwidths)
 _H0 = 0.5
 _MAX_DEPTH = 44
+#: undecided cells narrower than this (in bandwidths) are resolved in multiple precision
+_H_MIN = 1e-7
+#: window (in bandwidths) of the multiple-precision sums; beyond it each term is below
+#: 40^2 e^{-800}
+_MP_U = 40.0
 _CHUNK = 4_000_000
 
 
@@ -334,6 +339,86 @@ def _certify(y, a, b, pa, pb):
     return out
 
 
+def _clusters(cells):
+    """Unions of touching cells [a, b] (rows of ``cells``) as a list of (lo, hi)."""
+    if cells.shape[0] == 0:
+        return []
+    cells = cells[np.argsort(cells[:, 0])]
+    out = [[cells[0, 0], cells[0, 1]]]
+    for a, b in cells[1:]:
+        if a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(float(a), float(b)) for a, b in out]
+
+
+def _mp_values(y, s):
+    """g(s), g'(s) and the second derivative (unscaled) in 40-digit arithmetic, with one
+    error bound for the three: the samples within _MP_U bandwidths are summed, the rest
+    bounded (each term is at most u^3 e^{-u^2/2} there, decreasing in u)."""
+    import mpmath
+
+    near = y[(y > s - _MP_U) & (y < s + _MP_U)]
+    with mpmath.workdps(40):
+        sm = mpmath.mpf(s)
+        u = [mpmath.mpf(float(v)) - sm for v in near]
+        e = [mpmath.exp(-v * v / 2) for v in u]
+        t1 = [v * w for v, w in zip(u, e, strict=True)]
+        t2 = [w - v * t for v, w, t in zip(u, e, t1, strict=True)]
+        t3 = [v * (v * v - 3) * w for v, w in zip(u, e, strict=True)]
+        vals = [mpmath.fsum(t1), -mpmath.fsum(t2), mpmath.fsum(t3)]
+        tail = (y.size - near.size) * _MP_U ** 3 * mpmath.exp(-_MP_U ** 2 / 2)
+        # each term has relative error below 1e-37 (40 digits, a few operations)
+        size = mpmath.fsum(abs(t) for t in t1 + t2 + t3)
+        err = mpmath.mpf("1e-35") * size + tail
+    return vals, err
+
+
+def _resolve_mp(y, lo, hi, budget=None):
+    """Modes of g in [lo, hi] (float ends), certified by third-order Taylor bounds from the
+    values of g and its first two derivatives at both ends in 40-digit arithmetic and a
+    bound on the third derivative (|psi^(3)| <= 3 everywhere, and <= 3 e^{-9/2} beyond
+    distance 3), halving up to 1e-13 bandwidths and at most 2000 cells. Returns the list of
+    mode brackets and the number of cells left undecided."""
+    import mpmath
+
+    if budget is None:
+        budget = [2000]
+    budget[0] -= 1
+    (ga, dga, d2a), ea = _mp_values(y, lo)
+    (gb, dgb, d2b), eb = _mp_values(y, hi)
+    with mpmath.workdps(40):
+        t = (mpmath.mpf(hi) - mpmath.mpf(lo)) / 2
+        close = int(np.sum((y > lo - 3.0) & (y < hi + 3.0)))
+        L3 = 3 * close + (y.size - close) * 3 * mpmath.exp(mpmath.mpf(-4.5))
+        L3 *= 1 + mpmath.mpf("1e-20")
+
+        def sign(v, e):
+            return 1 if v > e else (-1 if v < -e else 0)
+
+        sa, sb = sign(ga, ea), sign(gb, eb)
+        # no zero: |g| stays positive on each half, by Taylor from its end
+        low_a = (abs(ga) - ea - (abs(dga) + ea) * t - (abs(d2a) + ea) * t * t / 2
+                 - L3 * t ** 3 / 6)
+        low_b = (abs(gb) - eb - (abs(dgb) + eb) * t - (abs(d2b) + eb) * t * t / 2
+                 - L3 * t ** 3 / 6)
+        if sa * sb == 1 and low_a > 0 and low_b > 0:
+            return [], 0
+        # exactly one: g changes sign and g' keeps one sign on each half
+        dsa, dsb = sign(dga, ea), sign(dgb, eb)
+        mono_a = abs(dga) - ea - (abs(d2a) + ea) * t - L3 * t * t / 2
+        mono_b = abs(dgb) - eb - (abs(d2b) + eb) * t - L3 * t * t / 2
+        if sa * sb == -1 and dsa * dsb == 1 and mono_a > 0 and mono_b > 0:
+            return ([(lo, hi)] if sa == 1 else []), 0
+    mid = 0.5 * (lo + hi)
+    if budget[0] <= 0 or not lo < mid < hi or hi - lo < 1e-13 * max(1.0, abs(lo)):
+        return [], 1
+    left, u_left = _resolve_mp(y, lo, mid, budget)
+    right, u_right = _resolve_mp(y, mid, hi, budget)
+    return left + right, u_left + u_right
+
+
 def count_modes_line(samples: ArrayLike, beta: float, *, return_brackets: bool = False
                      ) -> int | tuple[int, NDArray[np.float64]]:
     r"""Exact number of modes (local maxima) on :math:`\mathbb R` of the Gaussian KDE.
@@ -355,10 +440,19 @@ def count_modes_line(samples: ArrayLike, beta: float, *, return_brackets: bool =
     otherwise the cell is halved. The sups are bounded by counting the samples in shells of
     distance around the cell times the largest value of :math:`|\psi'|` or :math:`|\psi''|`
     on the shell; the values of :math:`g, g'` at the ends are sums over the samples within
-    9 bandwidths (beyond the nearest one), with bounds on the rest and on rounding. All
+    7 bandwidths (beyond the nearest one), with bounds on the rest and on rounding. All
     quantities near a cell are scaled by :math:`e^{r^2/2}`, :math:`r` the distance to the
     nearest sample, so that nothing underflows. The count is that of the KDE of the samples
     as stored in floating point (``sqrt(beta) * samples``).
+
+    Cells still undecided at width :math:`10^{-7}` are not halved again (the bound on the
+    far samples, up to a few :math:`10^{-6}` relative, can leave the sign of :math:`g` at
+    a grid point undecided at every depth, and halving would then double the undecided
+    cells without end). Touching ones are joined, and each union is decided in 40-digit
+    arithmetic: :math:`g, g', g''` at its ends with error bounds, and third-order Taylor
+    bounds (with :math:`|\psi'''| \le 3`) for "no zero" and "exactly one zero", halving
+    down to :math:`10^{-13}` bandwidths (at most 2000 cells). What remains undecided
+    raises RuntimeError: the count is never guessed.
 
     Parameters
     ----------
@@ -379,9 +473,10 @@ def count_modes_line(samples: ArrayLike, beta: float, *, return_brackets: bool =
     ValueError
         On bad input.
     RuntimeError
-        If a cell cannot be certified after 44 halvings (a critical point of :math:`g` of
-        multiplicity >= 2 up to rounding; for continuous random samples this has probability
-        zero).
+        If critical points cannot be separated in 40-digit arithmetic (two or more within
+        about :math:`10^{-13}` bandwidths, or a critical point of :math:`g` of multiplicity
+        >= 2, as for two samples exactly two bandwidths apart); the count is then not
+        decided.
 
     Examples
     --------
@@ -411,27 +506,40 @@ def count_modes_line(samples: ArrayLike, beta: float, *, return_brackets: bool =
     pa = tuple(p[:-1] for p in pts)
     pb = tuple(p[1:] for p in pts)
     modes = []
+    stuck = []  # undecided cells too narrow to split in double precision
     for _depth in range(_MAX_DEPTH + 1):
         cls = _certify(y, a, b, pa, pb)
         sel = cls == 1
         modes.append(np.column_stack([a[sel], b[sel]]))
         und = cls == 2
+        # a cell narrower than _H_MIN is not split again: near a zero of g closer to a grid
+        # point than the error bound of g allows, halving would double the undecided cells
+        # at every depth without end; such cells are resolved in multiple precision below
+        narrow = und & ((b - a) < 2.0 * _H_MIN)
+        stuck.append(np.column_stack([a[narrow], b[narrow]]))
+        und &= ~narrow
         if not np.any(und):
             break
         a, b = a[und], b[und]
         pa = tuple(p[und] for p in pa)
         pb = tuple(p[und] for p in pb)
         mid = 0.5 * (a + b)
-        if np.any((mid <= a) | (mid >= b)):
-            break
         pm = _point_values(y, mid)
         a = np.concatenate([a, mid])
         b = np.concatenate([mid, b])
         pa = tuple(np.concatenate([p, q]) for p, q in zip(pa, pm, strict=True))
         pb = tuple(np.concatenate([q, p]) for p, q in zip(pb, pm, strict=True))
-    if np.any(cls == 2):
-        raise RuntimeError("count_modes_line: a cell could not be certified after "
-                           f"{_MAX_DEPTH} halvings (a nearly degenerate critical point)")
+    else:
+        stuck.append(np.column_stack([a[und], b[und]]))
+    for lo_c, hi_c in _clusters(np.concatenate(stuck, axis=0)):
+        found, undecided = _resolve_mp(y, lo_c, hi_c)
+        if undecided:
+            raise RuntimeError(
+                "count_modes_line: critical points of the KDE in "
+                f"[{lo_c / math.sqrt(beta)!r}, {hi_c / math.sqrt(beta)!r}] could not be "
+                "separated in 40-digit arithmetic (a critical point of multiplicity >= 2 up "
+                "to 1e-13 bandwidths); the count is not decided")
+        modes.append(np.array(found, dtype=float).reshape(-1, 2))
     brackets = np.concatenate(modes, axis=0) / math.sqrt(beta)
     brackets = brackets[np.argsort(brackets[:, 0])]
     count = int(brackets.shape[0])
