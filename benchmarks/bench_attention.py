@@ -358,12 +358,18 @@ def main():
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                         help="cpu: processor time, with --cpus 1 and --no-write only (a "
                              "machine shared with other work)")
+    parser.add_argument("--figure-only", action="store_true",
+                        help="redraw the figure from the stored JSON, no timing")
     parser.add_argument("--side", choices=SIDES, help=argparse.SUPPRESS)
     parser.add_argument("--n", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--d", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.side:  # a side's own process
         print(json.dumps(side(args.side, args.n, args.d, args.repeats, args.clock)))
+        return
+    if args.figure_only:
+        stored = json.loads((_common.GENERATED / "bench_attention.json").read_text())
+        figure(stored["rows"], _common.GENERATED / "bench_attention.png")
         return
     if len(os.sched_getaffinity(0)) < max(args.cpus):
         sys.exit(f"bench_attention: {max(args.cpus)} CPUs needed, this process may use "
