@@ -15,7 +15,8 @@ Modules (one mathematical object each):
 - :mod:`~transformer_pde.meanfield`: second moments and tail exponents of the softmax weights
   of Gaussian tokens, particle-versus-mean-field errors and their linearised limits;
 - :mod:`~transformer_pde.gaussian`: mean and covariance ODEs of Gaussian solutions (a
-  subpackage: ``formulas``, ``moments``, ``particles``, ``clustering``; every name is
+  subpackage: ``formulas``, ``moments``, ``particles``, ``clustering``, ``steering``
+  (attention plus affine MLP layers, steering schedules); every name is
   importable from ``transformer_pde.gaussian``);
 - :mod:`~transformer_pde.bures`: the Bures-Wasserstein geometry of Gaussian measures;
 - :mod:`~transformer_pde.symbolic`: the SymPy derivations behind them;

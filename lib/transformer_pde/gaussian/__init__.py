@@ -43,6 +43,10 @@ call them:
   replicate :math:`z`-scores, error exponents);
 - :mod:`~transformer_pde.gaussian.clustering`: the limiting-rank sweep through joblib and the
   reading of the limit's rank;
+- :mod:`~transformer_pde.gaussian.steering`: attention plus an affine MLP layer (moment ODE,
+  closed form for :math:`V = I`, the regimes of :math:`W = wI`), piecewise-constant schedules
+  that steer one Gaussian to another, run on the moment ODE and on (Gauss–Hermite) particles,
+  and the rotation regime of :math:`V = J`;
 - :func:`psd_sqrt` and :func:`numerical_rank` (small linear algebra shared with
   :mod:`~transformer_pde.bures` and :mod:`~transformer_pde.meanfield`) and the tolerances
   :data:`SYMMETRY_TOL`, :data:`PSD_TOL` of a valid covariance come from the library's private
@@ -89,6 +93,24 @@ from .particles import (
     replicate_z_scores,
     rms_error_rate,
 )
+from .steering import (
+    Segment,
+    Steering,
+    gauss_hermite_measure,
+    harmonic_covariance,
+    harmonic_steering_matrix,
+    identity_mlp_covariance,
+    mean_rotation_value,
+    rotation_covariance,
+    scalar_mlp_regime,
+    schedule_moments,
+    schedule_particles,
+    schedule_trajectory,
+    softmax_mlp_field,
+    softmax_mlp_rhs,
+    steer_gaussian,
+    weighted_moments,
+)
 
 __all__ = [
     "MomentTrajectory",
@@ -125,4 +147,20 @@ __all__ = [
     "read_limit_rank",
     "SYMMETRY_TOL",
     "PSD_TOL",
+    "Segment",
+    "Steering",
+    "gauss_hermite_measure",
+    "harmonic_covariance",
+    "harmonic_steering_matrix",
+    "identity_mlp_covariance",
+    "mean_rotation_value",
+    "rotation_covariance",
+    "scalar_mlp_regime",
+    "schedule_moments",
+    "schedule_particles",
+    "schedule_trajectory",
+    "softmax_mlp_field",
+    "softmax_mlp_rhs",
+    "steer_gaussian",
+    "weighted_moments",
 ]
