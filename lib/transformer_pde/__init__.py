@@ -14,6 +14,8 @@ Modules (one mathematical object each):
   Jacobian of the particle system;
 - :mod:`~transformer_pde.meanfield`: second moments and tail exponents of the softmax weights
   of Gaussian tokens, particle-versus-mean-field errors and their linearised limits;
+- :mod:`~transformer_pde.token_sample`: the attention map of n tokens against its
+  infinite-token limit, uniformly on a ball (token sample complexity, chapter 2);
 - :mod:`~transformer_pde.gaussian`: mean and covariance ODEs of Gaussian solutions (a
   subpackage: ``formulas``, ``moments``, ``particles``, ``clustering``, ``steering``
   (attention plus affine MLP layers, steering schedules); every name is

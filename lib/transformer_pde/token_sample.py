@@ -1,0 +1,413 @@
+r"""Token sample complexity: the attention map of :math:`n` tokens against its infinite-token limit.
+
+Bohbot, Letrouit, Peyré and Vialard (2026) bound the distance between softmax attention on
+:math:`n` i.i.d. tokens of a sub-Gaussian law :math:`\mu` and its limit
+:math:`\Gamma_\mu(x) = \int V y\, e^{\langle Ax, y\rangle} d\mu(y) / \int e^{\langle Ax,
+y\rangle} d\mu(y)`, uniformly on a ball :math:`|x| \le R`, by :math:`C(R)/\sqrt n`. For
+Gaussian tokens :math:`\mathcal N(\alpha, \Sigma)` the limit is affine,
+:math:`\Gamma_\mu(x) = V(\alpha + \Sigma A x)`, and the fluctuation
+:math:`\sqrt n\,(\Gamma_{\hat\mu_n} - \Gamma_\mu)` tends to a centred Gaussian field whose
+covariance is closed-form (:func:`fluctuation_covariance`, derived here). This module
+measures the sup of the error over a grid of the ball (:func:`uniform_field_errors`), the
+limit of :math:`n` times its mean square (:func:`sup_limit`, Monte Carlo of the limiting
+field), and the moment exponent :math:`b(\rho) = 1/(2(1 + \rho^2))` that the authors' code
+plots against the interaction strength :math:`\rho = \|\Sigma^{1/2} A \Sigma^{1/2}\|_2`
+(:func:`moment_exponent`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from . import _checks, _progress
+
+__all__ = ["disk_grid", "fluctuation_covariance", "uniform_field_errors", "sup_limit",
+           "moment_exponent", "UniformRateTest", "uniform_rate_test"]
+
+
+def disk_grid(radius: float, rings: int, center: ArrayLike = (0.0, 0.0)) -> NDArray[np.float64]:
+    r"""Query points of the closed disk :math:`|x - c| \le R` in the plane.
+
+    .. math::
+
+        x_{kj} = c + \frac{k R}{K}\,(\cos\tfrac{2\pi j}{6k}, \sin\tfrac{2\pi j}{6k}),
+        \quad 0 \le k \le K,\ 0 \le j < \max(1, 6k),
+
+    :math:`1 + 3K(K + 1)` points, about equally spaced (spacing :math:`R/K`), the boundary
+    circle included. Used for the uniform bound of Bohbot et al. (2026).
+
+    Parameters
+    ----------
+    radius : float
+        :math:`R > 0`.
+    rings : int
+        :math:`K \ge 1`.
+    center : array (2,)
+
+    Returns
+    -------
+    array (1 + 3 K (K + 1), 2)
+
+    Raises
+    ------
+    ValueError
+        If ``radius`` is not positive, ``rings`` not a positive int, ``center`` not 2 finite
+        numbers.
+
+    Examples
+    --------
+    >>> disk_grid(1.0, 2).shape
+    (19, 2)
+
+    References
+    ----------
+    :cite:`bohbot2026token`
+    """
+    R = _checks.positive_float(radius, "radius")
+    K = _checks.positive_int(rings, "rings")
+    c = _checks.real_array(center, "center")
+    if c.shape != (2,) or not np.all(np.isfinite(c)):
+        raise ValueError(f"center must be 2 finite numbers, got {center!r}")
+    pts = [np.zeros((1, 2))]
+    for k in range(1, K + 1):
+        th = 2 * np.pi * np.arange(6 * k) / (6 * k)
+        pts.append(k * R / K * np.stack([np.cos(th), np.sin(th)], axis=1))
+    return c + np.concatenate(pts)
+
+
+def _gaussian_problem(A, V, alpha, Sigma):
+    alpha, Sigma = _checks.gaussian(alpha, Sigma)
+    d = alpha.shape[0]
+    return (_checks.matrix(A, "A", (d, d)), _checks.matrix(V, "V", cols=d), alpha, Sigma)
+
+
+def fluctuation_covariance(A: ArrayLike, V: ArrayLike, alpha: ArrayLike, Sigma: ArrayLike,
+                           queries: ArrayLike) -> NDArray[np.float64]:
+    r"""Covariance of the limiting fluctuation of softmax attention on Gaussian tokens.
+
+    For :math:`y_1, \dots, y_n \sim \mathcal N(\alpha, \Sigma)` i.i.d. and the weight
+    :math:`w(x, y) = e^{\langle Ax, y - \alpha\rangle - q(x)/2}`,
+    :math:`q(x) = x^\top A^\top \Sigma A x`, the delta method gives
+    :math:`\sqrt n(\Gamma_{\hat\mu_n}(x) - \Gamma_\mu(x)) \to G(x)`, a centred Gaussian field
+    with
+
+    .. math::
+
+        \operatorname{Cov}(G(x), G(x')) = \mathbb E_y\big[w(x,y) w(x',y)\, V(y - b(x))
+        (y - b(x'))^\top V^\top\big]
+        = e^{x^\top A^\top\Sigma A x'}\; V\big(\Sigma + \Sigma A x' x^\top A^\top \Sigma\big)
+        V^\top,
+
+    :math:`b(x) = \alpha + \Sigma A x`: under :math:`w(x,\cdot)w(x',\cdot)` the key is
+    :math:`\mathcal N(\alpha + \Sigma A(x + x'), \Sigma)` times
+    :math:`e^{x^\top A^\top\Sigma A x'}`. Derived here, for the Gaussian case of the uniform
+    bound of Bohbot et al. (2026); the limit field :math:`\Gamma_\mu(x) = V b(x)` is that of
+    Castin et al. (2025).
+
+    Parameters
+    ----------
+    A : array (d, d)
+    V : array (p, d)
+    alpha : array (d,)
+    Sigma : array (d, d), symmetric positive definite
+    queries : array (m, d)
+
+    Returns
+    -------
+    array (m * p, m * p)
+        Rows and columns ordered query by query (``G.reshape(m, p)``).
+
+    Raises
+    ------
+    ValueError
+        On shapes that do not match or non-finite entries.
+
+    Examples
+    --------
+    >>> K = fluctuation_covariance(np.eye(2), np.eye(2), np.zeros(2), np.eye(2),
+    ...                            np.zeros((1, 2)))
+    >>> bool(np.allclose(K, np.eye(2)))
+    True
+
+    References
+    ----------
+    :cite:`bohbot2026token,castin2025unified`
+    """
+    A, V, alpha, Sigma = _gaussian_problem(A, V, alpha, Sigma)
+    Y = _checks.points(queries, "queries")
+    if Y.shape[1] != alpha.shape[0]:
+        raise ValueError(f"queries must have d = {alpha.shape[0]} columns, got {Y.shape}")
+    m, p = Y.shape[0], V.shape[0]
+    SAY = Y @ (Sigma @ A).T                     # rows Sigma A x
+    E = np.exp(Y @ A.T @ Sigma @ A @ Y.T)       # e^{x^T A^T Sigma A x'}
+    VS = V @ Sigma @ V.T
+    VSAY = SAY @ V.T                            # rows V Sigma A x
+    # block (i, j): E_ij (V Sigma V^T + (V Sigma A x_j)(V Sigma A x_i)^T)
+    outer = np.einsum("ja,ib->iajb", VSAY, VSAY)
+    K = E[:, None, :, None] * (VS[None, :, None, :] + outer)
+    return K.reshape(m * p, m * p)
+
+
+def _sup_errors(key, A, V, alpha, chol, queries, limit, n):
+    from . import attention
+
+    X = alpha + np.random.default_rng(key).standard_normal((n, alpha.shape[0])) @ chol.T
+    G = attention.softmax(X, A, V, queries=queries)
+    return float(np.max(np.sum((G - limit) ** 2, axis=1)))
+
+
+#: Query-token pairs that one joblib task of :func:`uniform_field_errors` handles at least.
+_PAIRS_PER_TASK = 2**22
+
+
+def uniform_field_errors(A: ArrayLike, V: ArrayLike, alpha: ArrayLike, Sigma: ArrayLike,
+                         queries: ArrayLike, sizes: ArrayLike, draws: int | Sequence[int],
+                         seed: int | Sequence[int], *, n_jobs: int | None = None
+                         ) -> list[NDArray[np.float64]]:
+    r"""Squared sup errors of softmax attention on :math:`n` Gaussian tokens over the queries.
+
+    .. math::
+
+        e_n = \max_{x \in \text{queries}} \big|\Gamma_{\hat\mu_n}(x) - V(\alpha + \Sigma A x)
+        \big|^2, \qquad \hat\mu_n = \frac1n\sum_{j} \delta_{y_j},\
+        y_j \sim \mathcal N(\alpha, \Sigma) \text{ i.i.d.},
+
+    the quantity that the uniform bound of Bohbot et al. (2026) controls by
+    :math:`C(R)^2/n` when the queries fill the ball :math:`|x| \le R` (the max over a grid is
+    at most the sup over the ball). Each draw has its own generator,
+    ``numpy.random.default_rng([*seed, k, r])`` for draw ``r`` at size index ``k``, and the
+    draws run through :class:`joblib.Parallel` (``n_jobs``), so the values do not depend on
+    the jobs.
+
+    Parameters
+    ----------
+    A : array (d, d)
+    V : array (p, d)
+    alpha : array (d,)
+    Sigma : array (d, d), symmetric positive definite
+    queries : array (m, d)
+    sizes : sequence of int
+        Numbers of tokens :math:`n`.
+    draws : int or sequence of int
+        Independent draws per size (one number, or one per size).
+    seed : int or sequence of int
+    n_jobs : int or None
+
+    Returns
+    -------
+    list of arrays
+        Element ``k`` has shape ``(draws[k],)``.
+
+    Raises
+    ------
+    ValueError
+        On bad shapes, sizes, draws or seed.
+
+    Examples
+    --------
+    >>> e = uniform_field_errors(np.eye(2), np.eye(2), np.zeros(2), np.eye(2),
+    ...                          disk_grid(0.5, 2), [50, 100], 3, 0, n_jobs=1)
+    >>> [x.shape for x in e]
+    [(3,), (3,)]
+
+    References
+    ----------
+    :cite:`bohbot2026token`
+    """
+    A, V, alpha, Sigma = _gaussian_problem(A, V, alpha, Sigma)
+    Y = _checks.points(queries, "queries")
+    if Y.shape[1] != alpha.shape[0]:
+        raise ValueError(f"queries must have d = {alpha.shape[0]} columns, got {Y.shape}")
+    sizes = [_checks.positive_int(n, "sizes") for n in np.atleast_1d(sizes)]
+    draws = [_checks.positive_int(r, "draws")
+             for r in np.broadcast_to(np.asarray(draws), (len(sizes),))]
+    seed = _checks.seed_key(seed)
+    chol = np.linalg.cholesky(Sigma)
+    limit = (alpha + Y @ (Sigma @ A).T) @ V.T
+    out = []
+    for k, (n, R) in enumerate(zip(sizes, draws, strict=True)):
+        out.append(np.array(_progress.map_blocks(
+            _sup_errors, [[*seed, k, r] for r in range(R)], (A, V, alpha, chol, Y, limit, n),
+            {}, block=max(1, _PAIRS_PER_TASK // (n * Y.shape[0])), n_jobs=n_jobs)))
+    return out
+
+
+def sup_limit(A: ArrayLike, V: ArrayLike, alpha: ArrayLike, Sigma: ArrayLike,
+              queries: ArrayLike, *, samples: int = 20000,
+              seed: int | Sequence[int] = 0) -> tuple[float, float]:
+    r"""Limit of :math:`n\,\mathbb E\,e_n` (:func:`uniform_field_errors`) and its Monte Carlo error.
+
+    .. math::
+
+        n\, \mathbb E \max_x |\Gamma_{\hat\mu_n}(x) - \Gamma_\mu(x)|^2 \to
+        \mathbb E \max_x |G(x)|^2,
+
+    :math:`G` the Gaussian field of :func:`fluctuation_covariance` on the queries (its law
+    sampled ``samples`` times through an eigendecomposition of the covariance). The
+    convergence of the mean assumes the delta method's expansion (uniform integrability of
+    :math:`n e_n`), which is not proved here; derived here for the Gaussian case of
+    Bohbot et al. (2026).
+
+    Parameters
+    ----------
+    A, V, alpha, Sigma, queries
+        As in :func:`fluctuation_covariance`.
+    samples : int
+        Monte Carlo samples of :math:`G`.
+    seed : int or sequence of int
+
+    Returns
+    -------
+    (limit, stderr) : floats
+        The Monte Carlo mean of :math:`\max_x |G(x)|^2` and its standard error.
+
+    Raises
+    ------
+    ValueError
+        On bad shapes, ``samples < 2`` or a bad seed.
+
+    Examples
+    --------
+    >>> m, se = sup_limit(np.zeros((2, 2)), np.eye(2), np.zeros(2), np.eye(2),
+    ...                   np.zeros((1, 2)), samples=4000)
+    >>> abs(m - 2) < 5 * se   # |G|^2 is chi-square with 2 degrees of freedom
+    True
+
+    References
+    ----------
+    :cite:`bohbot2026token`
+    """
+    K = fluctuation_covariance(A, V, alpha, Sigma, queries)
+    S = _checks.positive_int(samples, "samples")
+    if S < 2:
+        raise ValueError(f"samples must be at least 2, got {samples!r}")
+    seed = _checks.seed_key(seed)
+    lam, U = np.linalg.eigh((K + K.T) / 2)
+    root = U * np.sqrt(np.clip(lam, 0.0, None))
+    p = np.asarray(V).shape[0]
+    rng = np.random.default_rng(seed)
+    vals = np.empty(S)
+    for start in range(0, S, 2000):
+        stop = min(S, start + 2000)
+        G = (rng.standard_normal((stop - start, K.shape[0])) @ root.T)
+        vals[start:stop] = np.max(np.sum(G.reshape(stop - start, -1, p) ** 2, axis=2), axis=1)
+    return float(vals.mean()), float(vals.std(ddof=1) / np.sqrt(S))
+
+
+def moment_exponent(rho: ArrayLike) -> float | NDArray[np.float64]:
+    r"""The moment exponent :math:`b(\rho) = \dfrac{1}{2(1 + \rho^2)}` for Gaussian tokens.
+
+    The reference curve that the code of Bohbot et al. (2026) plots against the horizon
+    :math:`H = \|\Sigma^{1/2} A \Sigma^{1/2}\|_2` (the interaction strength :math:`\rho` of
+    chapter 2) for the exponents of the mean and covariance errors of the attention output.
+    It is what balancing the uniform bound on a ball of whitened radius :math:`r`,
+    :math:`e^{\rho^2 r^2/2}/\sqrt n`, against the Gaussian mass outside it, :math:`e^{-r^2/2}`,
+    gives (derived here, a heuristic): :math:`r^2 = \log n/(1 + \rho^2)`.
+
+    Parameters
+    ----------
+    rho : float or array, non-negative
+
+    Returns
+    -------
+    float or array
+
+    Raises
+    ------
+    ValueError
+        If ``rho`` is negative or not finite.
+
+    Examples
+    --------
+    >>> moment_exponent(1.0)
+    0.25
+
+    References
+    ----------
+    :cite:`bohbot2026token`
+    """
+    r = np.asarray(rho, dtype=np.float64)
+    if not np.all(np.isfinite(r)) or np.any(r < 0):
+        raise ValueError(f"rho must be non-negative and finite, got {rho!r}")
+    b = 0.5 / (1.0 + r**2)
+    return float(b) if b.ndim == 0 else b
+
+
+class UniformRateTest(NamedTuple):
+    """Statistics of :func:`uniform_rate_test`."""
+
+    exponent: float
+    exponent_stderr: float
+    z_rate: float
+    scaled_mean: NDArray[np.float64]
+    scaled_stderr: NDArray[np.float64]
+    z_limit: float
+
+
+def uniform_rate_test(sizes: ArrayLike, squared_errors: Sequence[ArrayLike], limit: float,
+                      limit_stderr: float) -> UniformRateTest:
+    r"""Is the sup error :math:`\sqrt n`-small, with the constant of the Gaussian limit?
+
+    Two statistics of the squared sup errors :math:`e_{kr}` (:func:`uniform_field_errors`),
+    draw :math:`r` at size :math:`n_k`:
+
+    - ``z_rate``: the exponent of the typical error fitted through every draw
+      (:func:`transformer_pde.fitting.log_error_rate`), minus :math:`-1/2`, in standard
+      errors;
+    - ``z_limit``: the mean of :math:`n_k e_{kr}` over all draws minus ``limit``
+      (:func:`sup_limit`), divided by
+      :math:`(s^2/N + \text{limit\_stderr}^2)^{1/2}`, :math:`s` the sample standard
+      deviation of the :math:`N` values.
+
+    Both are nearly standard normal when :math:`n e_n` has reached its limit law over the sizes
+    (the rate of Bohbot et al., 2026, with the constant derived here).
+
+    Parameters
+    ----------
+    sizes : sequence of int
+    squared_errors : list of arrays, one per size
+    limit, limit_stderr : float
+        The limit of :math:`n\,\mathbb E e_n` and the standard error of its estimate.
+
+    Returns
+    -------
+    UniformRateTest
+        ``(exponent, exponent_stderr, z_rate, scaled_mean, scaled_stderr, z_limit)``, the
+        scaled means and their standard errors per size.
+
+    Raises
+    ------
+    ValueError
+        On bad sizes or errors, or a limit that is not positive and finite.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> e = [rng.exponential(1.0, 400) / n for n in (100, 200, 400)]
+    >>> t = uniform_rate_test([100, 200, 400], e, 1.0, 0.0)
+    >>> abs(t.z_limit) < 4 and abs(t.z_rate) < 4
+    True
+
+    References
+    ----------
+    :cite:`bohbot2026token`
+    """
+    from .fitting import log_error_rate
+
+    fit = log_error_rate(sizes, squared_errors)
+    lim = _checks.positive_float(limit, "limit")
+    lse = _checks.nonnegative_float(limit_stderr, "limit_stderr")
+    n = np.asarray(sizes, dtype=np.float64)
+    scaled = [nk * np.asarray(e, dtype=np.float64) for nk, e in zip(n, squared_errors,
+                                                                       strict=True)]
+    means = np.array([s.mean() for s in scaled])
+    ses = np.array([s.std(ddof=1) / np.sqrt(s.size) if s.size > 1 else np.nan
+                    for s in scaled])
+    pooled = np.concatenate(scaled)
+    z_limit = (pooled.mean() - lim) / np.sqrt(pooled.var(ddof=1) / pooled.size + lse**2)
+    return UniformRateTest(fit.exponent, fit.stderr, float(fit.z(-0.5)), means, ses,
+                           float(z_limit))

@@ -1,0 +1,61 @@
+"""Chapter 2, "What is proved: token sample complexity": the uniform-rate checks over many seeds.
+
+For each seed, the notebook's computation at the asserted radius (rho = 1, A = Sigma0^-1,
+V = Sigma0^1/2 J Sigma0^-1/2, 127 queries of the disk of radius 0.3, n = 200 ... 3200 with 200
+draws each, keys [SEED, 31, 0, k, r]; the limit from 40000 samples of the Gaussian field, key
+[SEED, 32, 0]) and the cell's statistics (token_sample.uniform_rate_test): z_rate and z_limit,
+each asserted below Z_TS = replicates.bonferroni_threshold(2, dof, 1e-4) in absolute value.
+Prints the statistics per seed, their mean, standard deviation and largest absolute values,
+and the failures.
+
+Usage: python tests/calibration/ch02_uniform_rate.py FIRST LAST [--seed-offset=N]
+(seeds FIRST + N <= SEED < LAST + N; seeds above 20240602's neighbourhood are new draws).
+"""
+
+import sys
+
+import numpy as np
+from _notebook import SEED_OFFSET
+from transformer_pde import replicates, token_sample
+
+ALPHA0 = np.array([0.5, -0.3])
+SIGMA0 = np.array([[0.5, 0.2], [0.2, 0.3]])
+SIZES = np.array([200, 400, 800, 1600, 3200])
+DRAWS, RADIUS, RINGS, SAMPLES = 200, 0.3, 6, 40000
+
+
+def setting():
+    lam, U = np.linalg.eigh(SIGMA0)
+    S = (U * np.sqrt(lam)) @ U.T
+    J = np.array([[0.0, -1.0], [1.0, 0.0]])
+    return np.linalg.inv(SIGMA0), S @ J @ np.linalg.inv(S), token_sample.disk_grid(RADIUS,
+                                                                                   RINGS)
+
+
+def statistics(seed, A, V, Q):
+    lim, lse = token_sample.sup_limit(A, V, ALPHA0, SIGMA0, Q, samples=SAMPLES,
+                                      seed=[seed, 32, 0])
+    e = token_sample.uniform_field_errors(A, V, ALPHA0, SIGMA0, Q, SIZES, DRAWS,
+                                          [seed, 31, 0])
+    return token_sample.uniform_rate_test(SIZES, e, lim, lse)
+
+
+def main():
+    first, last = (int(a) + SEED_OFFSET for a in sys.argv[1:3])
+    A, V, Q = setting()
+    z_ts = replicates.bonferroni_threshold(2, len(SIZES) * DRAWS - 2, 1e-4)
+    rows = []
+    for seed in range(first, last):
+        t = statistics(seed, A, V, Q)
+        rows.append((t.z_rate, t.z_limit))
+        print(f"seed {seed}: z_rate {t.z_rate:+.3f} z_limit {t.z_limit:+.3f}", flush=True)
+    z = np.array(rows)
+    fails = int(np.sum(np.any(np.abs(z) >= z_ts, axis=1)))
+    print(f"threshold {z_ts:.3f}; {len(z)} seeds, failures {fails}")
+    for j, name in enumerate(("z_rate", "z_limit")):
+        print(f"{name}: mean {z[:, j].mean():+.3f}, sd {z[:, j].std(ddof=1):.3f}, "
+              f"largest |z| {np.abs(z[:, j]).max():.3f}")
+
+
+if __name__ == "__main__":
+    main()

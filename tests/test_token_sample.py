@@ -1,0 +1,138 @@
+"""Tests of transformer_pde.token_sample against independent references (dense softmax,
+Monte Carlo of the fluctuation, closed forms)."""
+
+import numpy as np
+import pytest
+from transformer_pde import replicates, token_sample
+
+ALPHA0 = np.array([0.5, -0.3])
+SIGMA0 = np.array([[0.5, 0.2], [0.2, 0.3]])
+
+
+def _rotation_value():
+    lam, U = np.linalg.eigh(SIGMA0)
+    S = (U * np.sqrt(lam)) @ U.T
+    J = np.array([[0.0, -1.0], [1.0, 0.0]])
+    return S @ J @ np.linalg.inv(S)
+
+
+def test_disk_grid_fills_the_disk():
+    P = token_sample.disk_grid(0.7, 5, center=(1.0, -2.0))
+    assert P.shape == (1 + 3 * 5 * 6, 2)
+    r = np.linalg.norm(P - [1.0, -2.0], axis=1)
+    assert r.max() == pytest.approx(0.7) and r.min() == 0.0
+    # every point of the disk lies within one ring spacing of the grid
+    rng = np.random.default_rng(0)
+    u = rng.uniform(-0.7, 0.7, (4000, 2))
+    u = u[np.linalg.norm(u, axis=1) <= 0.7] + [1.0, -2.0]
+    gaps = np.min(np.linalg.norm(u[:, None] - P[None], axis=2), axis=1)
+    assert gaps.max() < 0.7 / 5
+
+
+@pytest.mark.parametrize("kwargs", [dict(radius=0.0, rings=2), dict(radius=1.0, rings=0),
+                                    dict(radius=1.0, rings=2, center=(0.0, np.nan)),
+                                    dict(radius=1.0, rings=2, center=(0.0, 0.0, 0.0))])
+def test_disk_grid_rejects_bad_input(kwargs):
+    with pytest.raises(ValueError):
+        token_sample.disk_grid(**kwargs)
+
+
+def test_fluctuation_covariance_against_monte_carlo():
+    A, V = 0.6 * np.linalg.inv(SIGMA0), _rotation_value()
+    Q = np.array([[0.0, 0.0], [0.3, -0.2], [-0.1, 0.4]])
+    K = token_sample.fluctuation_covariance(A, V, ALPHA0, SIGMA0, Q)
+    assert np.allclose(K, K.T) and np.linalg.eigvalsh(K).min() > -1e-12
+    rng = np.random.default_rng(1)
+    N = 400_000
+    Y = ALPHA0 + rng.standard_normal((N, 2)) @ np.linalg.cholesky(SIGMA0).T
+    Z = []
+    for x in Q:
+        a = A @ x
+        q = a @ SIGMA0 @ a
+        w = np.exp((Y - ALPHA0) @ a - q / 2)
+        Z.append(w[:, None] * ((Y - ALPHA0 - SIGMA0 @ a) @ V.T))
+    Z = np.concatenate(Z, axis=1)                     # (N, 6), query by query
+    prod = Z[:, :, None] * Z[:, None, :]
+    est, se = prod.mean(axis=0), prod.std(axis=0) / np.sqrt(N)
+    assert np.all(np.abs(est - K) < 5 * se + 1e-12)
+
+
+def test_uniform_field_errors_match_dense_softmax():
+    A, V = np.linalg.inv(SIGMA0), _rotation_value()
+    Q = token_sample.disk_grid(0.3, 2)
+    e = token_sample.uniform_field_errors(A, V, ALPHA0, SIGMA0, Q, [50, 80], 2, [7, 3],
+                                          n_jobs=1)
+    for k, n in enumerate((50, 80)):
+        for r in range(2):
+            rng = np.random.default_rng([7, 3, k, r])
+            X = ALPHA0 + rng.standard_normal((n, 2)) @ np.linalg.cholesky(SIGMA0).T
+            L = Q @ A.T @ X.T
+            P = np.exp(L - L.max(axis=1, keepdims=True))
+            P /= P.sum(axis=1, keepdims=True)
+            G = P @ X @ V.T
+            target = (ALPHA0 + Q @ (SIGMA0 @ A).T) @ V.T
+            assert e[k][r] == pytest.approx(np.max(np.sum((G - target) ** 2, axis=1)),
+                                            rel=1e-10)
+
+
+def test_sup_limit_closed_form_without_interaction():
+    # A = 0: G(x) is the same Gaussian vector of covariance V Sigma V^T at every query
+    V = _rotation_value()
+    m, se = token_sample.sup_limit(np.zeros((2, 2)), V, ALPHA0, SIGMA0,
+                                   token_sample.disk_grid(0.5, 2), samples=20000, seed=3)
+    assert abs(m - np.trace(V @ SIGMA0 @ V.T)) < 5 * se
+
+
+def test_scaled_sup_error_reaches_the_limit():
+    # moderate interaction, n = 1500: n E e_n against the Gaussian-field limit
+    A, V = 0.3 * np.linalg.inv(SIGMA0), _rotation_value()
+    Q = token_sample.disk_grid(0.4, 3)
+    lim, lse = token_sample.sup_limit(A, V, ALPHA0, SIGMA0, Q, samples=40000, seed=4)
+    e = token_sample.uniform_field_errors(A, V, ALPHA0, SIGMA0, Q, [1500], 600, 5, n_jobs=1)
+    s = 1500 * e[0]
+    assert abs(s.mean() - lim) < 5 * np.sqrt(s.var(ddof=1) / s.size + lse**2)
+
+
+def _chapter_errors():
+    A, V = np.linalg.inv(SIGMA0), _rotation_value()
+    Q = token_sample.disk_grid(0.3, 6)
+    sizes = np.array([200, 400, 800, 1600, 3200])
+    lim, lse = token_sample.sup_limit(A, V, ALPHA0, SIGMA0, Q, samples=40000, seed=[11, 32])
+    e = token_sample.uniform_field_errors(A, V, ALPHA0, SIGMA0, Q, sizes, 200, [11, 31, 0])
+    return sizes, e, lim, lse
+
+
+def test_chapter_check_accepts_the_truth_and_rejects_wrong_claims():
+    sizes, e, lim, lse = _chapter_errors()
+    z_ts = replicates.bonferroni_threshold(2, len(sizes) * 200 - 2, 1e-4)
+    t = token_sample.uniform_rate_test(sizes, e, lim, lse)
+    assert abs(t.z_rate) < z_ts and abs(t.z_limit) < z_ts
+    # a rate n^-0.4 instead of n^-1/2 (errors multiplied by n^0.1)
+    slow = [x * (n / sizes[0]) ** 0.2 for n, x in zip(sizes, e, strict=True)]
+    assert abs(token_sample.uniform_rate_test(sizes, slow, lim, lse).z_rate) > z_ts
+    # a constant off by 20 % (the limit claimed 1.2 times larger)
+    assert abs(token_sample.uniform_rate_test(sizes, e, 1.2 * lim, lse).z_limit) > z_ts
+
+
+def test_moment_exponent():
+    assert token_sample.moment_exponent(0.0) == 0.5
+    assert np.allclose(token_sample.moment_exponent(np.array([0.6, 1.0])),
+                       [0.5 / 1.36, 0.25])
+    for bad in (-0.1, np.inf):
+        with pytest.raises(ValueError):
+            token_sample.moment_exponent(bad)
+
+
+def test_bad_input_raises():
+    Q = token_sample.disk_grid(0.3, 1)
+    with pytest.raises(ValueError, match="queries"):
+        token_sample.fluctuation_covariance(np.eye(2), np.eye(2), ALPHA0, SIGMA0,
+                                            np.zeros((2, 3)))
+    with pytest.raises(ValueError, match="Sigma"):
+        token_sample.uniform_field_errors(np.eye(2), np.eye(2), ALPHA0, -SIGMA0, Q, [10], 1, 0)
+    with pytest.raises(ValueError, match="sizes"):
+        token_sample.uniform_field_errors(np.eye(2), np.eye(2), ALPHA0, SIGMA0, Q, [0], 1, 0)
+    with pytest.raises(ValueError, match="samples"):
+        token_sample.sup_limit(np.eye(2), np.eye(2), ALPHA0, SIGMA0, Q, samples=1)
+    with pytest.raises(ValueError, match="limit"):
+        token_sample.uniform_rate_test([10, 20], [np.ones(3), np.ones(3)], 0.0, 0.0)
