@@ -69,6 +69,16 @@ def _as_points(X, name):
     return arr
 
 
+def _points_and_samples(X, samples, name):
+    """Both arrays as (n, d) finite float arrays of the same dimension d."""
+    P = _as_points(X, name)
+    S = _as_points(samples, "samples")
+    if P.shape[1] != S.shape[1]:
+        raise ValueError(f"{name} and samples must have the same dimension, got {P.shape[1]} "
+                         f"and {S.shape[1]}")
+    return P, S
+
+
 def gaussian_kde(x: ArrayLike, samples: ArrayLike, beta: float) -> NDArray[np.float64]:
     r"""Gaussian kernel density estimate with bandwidth :math:`\beta^{-1/2}`.
 
@@ -107,11 +117,7 @@ def gaussian_kde(x: ArrayLike, samples: ArrayLike, beta: float) -> NDArray[np.fl
     :cite:`geshkovski2024modes`
     """
     beta = _beta(beta)
-    P = _as_points(x, "x")
-    S = _as_points(samples, "samples")
-    if P.shape[1] != S.shape[1]:
-        raise ValueError(f"x and samples must have the same dimension, got {P.shape[1]} and "
-                         f"{S.shape[1]}")
+    P, S = _points_and_samples(x, samples, "x")
     d = S.shape[1]
     out = np.empty(P.shape[0])
     step = max(1, _CHUNK // S.shape[0])
@@ -160,11 +166,7 @@ def mean_shift_step(X: ArrayLike, samples: ArrayLike, beta: float) -> NDArray[np
     :cite:`rigollet2025meanfield`
     """
     beta = _beta(beta)
-    P = _as_points(X, "X")
-    S = _as_points(samples, "samples")
-    if P.shape[1] != S.shape[1]:
-        raise ValueError(f"X and samples must have the same dimension, got {P.shape[1]} and "
-                         f"{S.shape[1]}")
+    P, S = _points_and_samples(X, samples, "X")
     out = np.empty_like(P)
     step = max(1, _CHUNK // S.shape[0])
     for k in range(0, P.shape[0], step):

@@ -7,7 +7,8 @@ mean and standard deviation of its statistic:
 - circle runs: the growth exponent p of the mean group count between beta = 25 and 100
   (asserted in (1/4, 3/4));
 - KDE modes on the line: the largest / smallest ratio of the mean count to
-  sqrt(beta log beta) on 10^3..10^4 (asserted < 1.5) and the fitted exponent there
+  sqrt(beta log beta) on n^0.70..n^0.93 (10^3..10^4 at the default n; asserted < 1.5)
+  and the fitted exponent there
   (asserted in (0.45, 0.70));
 - KDE modes on the circle: the z-scores of the mean counts against the Rice limit (asserted
   |z| < 7).
