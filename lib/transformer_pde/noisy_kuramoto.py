@@ -17,7 +17,10 @@ whose stationary states solve :math:`\mu \propto e^{\kappa\psi_\mu}`.
 - :func:`circle_branch`, :func:`circle_free_energy`: the non-uniform stationary states on the
   circle bifurcating from the uniform law, and their free energy;
 - :func:`circle_mean_field_sweep`: the McKean-Vlasov equation on the circle (even laws,
-  Fourier-Galerkin) solved while :math:`\kappa` is swept up or down.
+  Fourier-Galerkin) solved while :math:`\kappa` is swept up or down;
+- :func:`zonal_branch`, :func:`zonal_free_energy`, :func:`zonal_mean_field_sweep`,
+  :func:`zonal_transition`: the same for zonal laws on :math:`\mathbb S^{d-1}`
+  (Gegenbauer coefficients, Gauss-Jacobi quadrature), equal to the circle's at d = 2.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.integrate import solve_ivp
 from scipy.optimize import brentq, minimize_scalar, root
-from scipy.special import gammaln, ive
+from scipy.special import gammaln, ive, roots_jacobi
 
 from . import _checks, _sphere
 
@@ -42,6 +45,10 @@ __all__ = [
     "circle_free_energy",
     "circle_mean_field_sweep",
     "circle_transition",
+    "zonal_branch",
+    "zonal_free_energy",
+    "zonal_mean_field_sweep",
+    "zonal_transition",
 ]
 
 
@@ -299,19 +306,6 @@ def beta_star(d: int) -> float:
                         maxiter=500))
 
 
-def _circle_grid(m):
-    return 2 * np.pi * np.arange(m) / m
-
-
-def _circle_residual(unknowns, r1, beta, C, Ik):
-    kappa, rest = unknowns[0], unknowns[1:]
-    r = np.concatenate([[r1], rest])
-    U = (2.0 * kappa / beta) * (Ik * r) @ C
-    w = np.exp(U - U.max())
-    w /= w.sum()
-    return C @ w - r
-
-
 def circle_branch(beta: float, r1: ArrayLike, modes: int | None = None,
                   grid: int = 512) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     r"""The branch of non-uniform stationary states on the circle, parametrised by
@@ -320,10 +314,11 @@ def circle_branch(beta: float, r1: ArrayLike, modes: int | None = None,
     Even stationary laws solve :math:`\rho(\theta) \propto \exp\big(\frac{2\kappa}{\beta}
     \sum_{k\ge1}I_k(\beta)r_k\cos k\theta\big)` with :math:`r_k = \int\cos k\theta\,
     d\rho`. For each target :math:`r_1` the unknowns :math:`(\kappa, r_2, \dots, r_K)` solve
-    the :math:`K` equations :math:`r_k = \langle\cos k\theta\rangle_\rho` (trapezoidal rule on
-    ``grid`` points, spectrally accurate; Powell's hybrid method, continued from the previous
-    ``r1``). Passing through :math:`r_1` lets the branch turn back in :math:`\kappa` (a fold).
-    At small :math:`r_1` it leaves :math:`\kappa_1 = \beta/I_1(\beta)`.
+    the :math:`K` equations :math:`r_k = \langle\cos k\theta\rangle_\rho` (midpoint rule in
+    :math:`\theta` on ``grid`` points, spectrally accurate; Powell's hybrid method, continued
+    from the previous ``r1``): :func:`zonal_branch` at :math:`d = 2`. Passing through
+    :math:`r_1` lets the branch turn back in :math:`\kappa` (a fold). At small :math:`r_1` it
+    leaves :math:`\kappa_1 = \beta/I_1(\beta)`.
 
     Parameters
     ----------
@@ -360,35 +355,12 @@ def circle_branch(beta: float, r1: ArrayLike, modes: int | None = None,
     ----------
     :cite:`rigollet2025meanfield,bertini2010dynamical`
     """
-    beta = _sphere.beta(beta)
-    r1 = _checks.real_array(r1, "r1").ravel()
-    if r1.size < 1 or np.any(~np.isfinite(r1)) or np.any(r1 <= 0) or np.any(r1 >= 1) \
-            or np.any(np.diff(r1) <= 0):
-        raise ValueError("r1 must be increasing values in (0, 1)")
     grid = _checks.positive_int(grid, "grid")
     if grid < 64:
         raise ValueError(f"grid must be at least 64, got {grid}")
-    if modes is None:
-        modes = 8
-        while ive(modes, beta) > 1e-16 * ive(1, beta) and modes < 200:
-            modes += 1
-    modes = _checks.positive_int(modes, "modes")
-    ks = np.arange(1, modes + 1)
-    Ik = ive(ks, beta) * math.exp(beta)
-    C = np.cos(np.outer(ks, _circle_grid(grid)))
-    guess = np.concatenate([[beta / Ik[0]], np.zeros(modes - 1)])
-    kappas, rs = [], []
-    for target in r1:
-        sol = root(_circle_residual, guess, args=(target, beta, C, Ik),
-                   method="hybr", options={"xtol": 1e-14})
-        res = _circle_residual(sol.x, target, beta, C, Ik)
-        if not np.all(np.isfinite(res)) or np.max(np.abs(res)) > 1e-11:
-            raise ValueError(f"circle_branch: no solution found at r1 = {target:g} "
-                             f"(residual {np.max(np.abs(res)):.1e})")
-        guess = sol.x
-        kappas.append(sol.x[0])
-        rs.append(np.concatenate([[target], sol.x[1:]]))
-    return np.array(kappas), np.array(rs)
+    # Gauss-Chebyshev nodes t = cos(theta_j) at d = 2: the midpoint rule in theta
+    return zonal_branch(beta, r1, 2, modes, grid)
+
 
 
 def circle_free_energy(beta: float, kappa: float, r: ArrayLike, grid: int = 512) -> float:
@@ -437,38 +409,11 @@ def circle_free_energy(beta: float, kappa: float, r: ArrayLike, grid: int = 512)
     ----------
     :cite:`rigollet2025meanfield,mun2026phase`
     """
-    beta = _sphere.beta(beta)
-    kappa = _checks.positive_float(kappa, "kappa")
-    r = _checks.real_array(r, "r").ravel()
-    if r.size < 1 or not np.all(np.isfinite(r)):
-        raise ValueError("r must be a finite vector of Fourier coefficients")
     grid = _checks.positive_int(grid, "grid")
     if grid < 64:
         raise ValueError(f"grid must be at least 64, got {grid}")
-    ks = np.arange(1, r.size + 1)
-    Ik = ive(ks, beta) * math.exp(beta)
-    theta = _circle_grid(grid)
-    C = np.cos(np.outer(ks, theta))
-    U = (2.0 * kappa / beta) * (Ik * r) @ C
-    w = np.exp(U - U.max())
-    rho = w / w.mean()  # density w.r.t. the uniform probability measure
-    entropy = np.mean(rho * np.log(rho))
-    # every Fourier coefficient of rho that the kernel sees (I_k > 1e-17 I_1, k < grid / 2)
-    top = r.size
-    while top < grid // 2 - 1 and ive(top + 1, beta) > 1e-17 * ive(1, beta):
-        top += 1
-    ks = np.arange(1, top + 1)
-    Ik = ive(ks, beta) * math.exp(beta)
-    c = np.cos(np.outer(ks, theta)) @ rho / grid  # its own Fourier coefficients r_k(rho)
-    # (1/2beta) iint e^{beta cos}: I_0 + 2 sum I_k c_k^2 (even law), minus the uniform I_0
-    interaction = (2.0 * np.sum(Ik * c * c)) / (2.0 * beta)
-    return float(entropy / kappa - interaction)
+    return zonal_free_energy(beta, kappa, r, 2, grid)
 
-
-def _even_rhs(_t, c, kappa, beta, Ik, C, S, ks):
-    rho = 1.0 + 2.0 * (c @ C)
-    dpsi = -(2.0 / beta) * ((ks * Ik * c) @ S)
-    return -(ks**2 / kappa) * c - ks * (S @ (rho * dpsi)) / C.shape[1]
 
 
 def circle_mean_field_sweep(beta: float, kappas: ArrayLike, c0: ArrayLike, hold: float,
@@ -486,11 +431,12 @@ def circle_mean_field_sweep(beta: float, kappas: ArrayLike, c0: ArrayLike, hold:
         \big\rangle, \qquad k = 1, \dots, K,
 
     with :math:`K` = ``len(c0)`` and the average computed exactly on ``grid`` points (a
-    Galerkin truncation; evenness is preserved by the equation). For each :math:`\kappa` in
-    turn the state is advanced by ``hold`` time units (BDF, rtol 1e-10) after adding
-    ``seed`` to :math:`c_1` (a small kick, so that an unstable uniform law is left); the
-    final state of one stage starts the next. Sweeping up from the uniform law and down from
-    a clustered law shows the type of the transition.
+    Galerkin truncation; evenness is preserved by the equation): :func:`zonal_mean_field_sweep`
+    at :math:`d = 2`, where :math:`G_k(\cos\theta) = \cos k\theta` and :math:`N_k = 2`.
+    For each :math:`\kappa` in turn the state is advanced by ``hold`` time units (BDF,
+    rtol 1e-10) after adding ``seed`` to :math:`c_1` (a small kick, so that an unstable
+    uniform law is left); the final state of one stage starts the next. Sweeping up from the
+    uniform law and down from a clustered law shows the type of the transition.
 
     Parameters
     ----------
@@ -529,37 +475,12 @@ def circle_mean_field_sweep(beta: float, kappas: ArrayLike, c0: ArrayLike, hold:
     ----------
     :cite:`rigollet2025meanfield,mun2026phase`
     """
-    beta = _sphere.beta(beta)
-    kappas = _checks.real_array(kappas, "kappas").ravel()
-    if kappas.size < 1 or not np.all(np.isfinite(kappas)) or np.any(kappas <= 0):
-        raise ValueError("kappas must be positive finite numbers")
-    c = _checks.real_array(c0, "c0").ravel().copy()
-    if c.size < 2 or not np.all(np.isfinite(c)):
-        raise ValueError("c0 must be a finite vector of at least 2 coefficients")
-    hold = _checks.positive_float(hold, "hold")
-    seed = _checks.nonnegative_float(seed, "seed")
     grid = _checks.positive_int(grid, "grid")
-    if grid < 2 * c.size + 2:
-        raise ValueError(f"grid must be at least 2 K + 2 = {2 * c.size + 2}, got {grid}")
-    ks = np.arange(1, c.size + 1, dtype=float)
-    Ik = ive(ks, beta) * math.exp(beta)
-    theta = _circle_grid(grid)
-    C, S = np.cos(np.outer(ks, theta)), np.sin(np.outer(ks, theta))
-    r1, states = [], []
-    for kappa in kappas:
-        c[0] += seed
-        sol = solve_ivp(_even_rhs, (0.0, hold), c, method="BDF", rtol=1e-10, atol=1e-13,
-                        args=(kappa, beta, Ik, C, S, ks))
-        if not sol.success:
-            raise ValueError(f"circle_mean_field_sweep: integration failed at kappa = "
-                             f"{kappa:g} ({sol.message})")
-        c = sol.y[:, -1].copy()
-        if np.min(1.0 + 2.0 * (c @ C)) < 0:
-            raise ValueError(f"circle_mean_field_sweep: negative density at kappa = "
-                             f"{kappa:g}; increase the number of coefficients")
-        r1.append(c[0])
-        states.append(c.copy())
-    return np.array(r1), np.array(states)
+    size = _checks.real_array(c0, "c0").size
+    if grid < 2 * size + 2:
+        raise ValueError(f"grid must be at least 2 K + 2 = {2 * size + 2}, got {grid}")
+    return zonal_mean_field_sweep(beta, 2, kappas, c0, hold, seed, grid)
+
 
 
 def circle_transition(beta: float, points: int = 60) -> tuple[float, float, float]:
@@ -602,18 +523,376 @@ def circle_transition(beta: float, points: int = 60) -> tuple[float, float, floa
     :cite:`mun2026phase`
     """
     beta = _sphere.beta(beta)
+    return _transition(float(mode_threshold(1, beta, 2)), lambda x: circle_branch(beta, x),
+                       lambda k, r: circle_free_energy(beta, k, r), points)
+
+
+def _harmonic_dims(ks, d):
+    """Dimension N_k of the degree-k spherical harmonics on S^(d-1), k >= 1."""
+    ks = np.asarray(ks, dtype=float)
+    return np.exp(np.log(2 * ks + d - 2) + gammaln(ks + d - 2) - gammaln(ks + 1)
+                  - gammaln(d - 1.0))
+
+
+def _zonal_basis(d, top, nodes):
+    """Gauss-Jacobi nodes t_j, weights w_j (sum 1) of the law of <x, e> under the
+    uniform probability on S^(d-1), and G_k(t_j), G_k'(t_j) for k = 1..top (three-term
+    recurrence (k + d - 2) G_{k+1} = (2k + d - 2) t G_k - k G_{k-1})."""
+    a = (d - 3) / 2.0
+    t, w = roots_jacobi(nodes, a, a)
+    w = w / w.sum()
+    G = np.empty((top + 1, nodes))
+    dG = np.empty((top + 1, nodes))
+    G[0], dG[0] = 1.0, 0.0
+    G[1], dG[1] = t, 1.0
+    for k in range(1, top):
+        G[k + 1] = ((2 * k + d - 2) * t * G[k] - k * G[k - 1]) / (k + d - 2)
+        dG[k + 1] = ((2 * k + d - 2) * (G[k] + t * dG[k]) - k * dG[k - 1]) / (k + d - 2)
+    return t, w, G[1:], dG[1:]
+
+
+def _zonal_top(beta, d, low):
+    """Smallest K >= 8 with a_K(beta, d) <= 1e-16 a_1 (at most 200)."""
+    top = 8
+    while ive(top + d / 2.0 - 1.0, beta) > 1e-16 * ive(d / 2.0, beta) and top < 200:
+        top += 1
+    return max(top, low)
+
+
+def _zonal_coupling(beta, d, top):
+    """a_k(beta, d) N_k for k = 1..top: the weight of mode k in beta psi_mu."""
+    ks = np.arange(1, top + 1)
+    return np.asarray(funk_hecke(ks, beta, d)) * _harmonic_dims(ks, d)
+
+
+def _zonal_residual(unknowns, r1, beta, G, w, aN):
+    kappa, rest = unknowns[0], unknowns[1:]
+    r = np.concatenate([[r1], rest])
+    U = (kappa / beta) * (aN * r) @ G
+    p = w * np.exp(U - U.max())
+    p /= p.sum()
+    return G @ p - r
+
+
+def zonal_branch(beta: float, r1: ArrayLike, d: int, modes: int | None = None,
+                 nodes: int = 256) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    r"""The branch of zonal stationary states on :math:`\mathbb S^{d-1}` bifurcating from
+    the uniform law, parametrised by :math:`r_1 = \int\langle x, e\rangle\,d\mu`.
+
+    A zonal law has density :math:`\rho(t) = 1 + \sum_k N_k r_k G_k(t)`, :math:`t =
+    \langle x, e\rangle`, :math:`r_k = \int G_k\,d\mu` (:math:`G_k` the zonal harmonic,
+    :math:`N_k` the dimension of degree-:math:`k` harmonics); by Funk-Hecke
+    :math:`\beta\psi_\mu = a_0 + \sum_k a_k N_k r_k G_k`, so stationary zonal laws solve
+
+    .. math::
+
+        \rho \propto \exp\Big(\frac\kappa\beta\sum_{k\ge1}a_k(\beta, d)N_k r_kG_k(t)\Big),
+        \qquad r_k = \langle G_k\rangle_\rho .
+
+    For each target :math:`r_1` the unknowns :math:`(\kappa, r_2, \dots, r_K)` are found by
+    Powell's hybrid method (continued along ``r1``), the averages by Gauss-Jacobi
+    quadrature on ``nodes`` points for the weight :math:`(1 - t^2)^{(d-3)/2}`. On the circle
+    (:math:`d = 2`, :math:`N_k = 2`, :math:`a_k = I_k`) this is :func:`circle_branch`.
+
+    Parameters
+    ----------
+    beta : float
+        Inverse temperature > 0.
+    r1 : array
+        Increasing values in :math:`(0, 1)`.
+    d : int
+        Ambient dimension >= 2.
+    modes : int, optional
+        Number K of modes (default: enough that :math:`a_K \le 10^{-16}a_1`, at least 8).
+    nodes : int
+        Quadrature points (>= 64).
+
+    Returns
+    -------
+    kappa : array (len(r1),)
+        :math:`\kappa` on the branch.
+    r : array (len(r1), K)
+        :math:`(r_1, \dots, r_K)`.
+
+    Raises
+    ------
+    ValueError
+        On bad arguments, or if the solver fails (the message says where).
+
+    Examples
+    --------
+    >>> kap, r = zonal_branch(1e-6, [0.5], 3)
+    >>> bool(abs(kuramoto_order(float(kap[0]), 3) - 0.5) < 1e-6)
+    True
+
+    References
+    ----------
+    :cite:`rigollet2025meanfield,mun2026phase`
+    """
+    beta = _sphere.beta(beta)
+    d = _dim(d)
+    r1 = _checks.real_array(r1, "r1").ravel()
+    if r1.size < 1 or np.any(~np.isfinite(r1)) or np.any(r1 <= 0) or np.any(r1 >= 1) \
+            or np.any(np.diff(r1) <= 0):
+        raise ValueError("r1 must be increasing values in (0, 1)")
+    nodes = _checks.positive_int(nodes, "nodes")
+    if nodes < 64:
+        raise ValueError(f"nodes must be at least 64, got {nodes}")
+    modes = _zonal_top(beta, d, 2) if modes is None else _checks.positive_int(modes, "modes")
+    if modes < 2:
+        raise ValueError(f"modes must be at least 2, got {modes}")
+    _, w, G, _ = _zonal_basis(d, modes, nodes)
+    aN = _zonal_coupling(beta, d, modes)
+    guess = np.concatenate([[float(mode_threshold(1, beta, d))], np.zeros(modes - 1)])
+    kappas, rs = [], []
+    for target in r1:
+        sol = root(_zonal_residual, guess, args=(target, beta, G, w, aN),
+                   method="hybr", options={"xtol": 1e-14})
+        res = _zonal_residual(sol.x, target, beta, G, w, aN)
+        if not np.all(np.isfinite(res)) or np.max(np.abs(res)) > 1e-11:
+            raise ValueError(f"zonal_branch: no solution found at r1 = {target:g} "
+                             f"(residual {np.max(np.abs(res)):.1e})")
+        guess = sol.x
+        kappas.append(sol.x[0])
+        rs.append(np.concatenate([[target], sol.x[1:]]))
+    return np.array(kappas), np.array(rs)
+
+
+def zonal_free_energy(beta: float, kappa: float, r: ArrayLike, d: int,
+                      nodes: int = 256) -> float:
+    r"""Free energy of a zonal stationary state on :math:`\mathbb S^{d-1}`, relative to the
+    uniform law.
+
+    .. math::
+
+        \mathcal F(\rho) - \mathcal F(1) = \frac1\kappa\int\rho\log\rho\,d\sigma
+        - \frac1{2\beta}\sum_{k\ge1}a_k(\beta, d)N_k c_k^2 ,
+
+    for :math:`\rho \propto \exp(\frac\kappa\beta\sum_k a_kN_kr_kG_k)`, with
+    :math:`c_k = \int G_k\rho\,d\sigma` the density's own coefficients (every :math:`k`
+    with :math:`a_k > 10^{-17}a_1`; they equal ``r`` on the branch): Funk-Hecke gives
+    :math:`\iint e^{\beta\langle x, y\rangle}\rho\rho = a_0 + \sum_k a_kN_kc_k^2`.
+    On the circle this is :func:`circle_free_energy`.
+
+    Parameters
+    ----------
+    beta : float
+        Inverse temperature > 0.
+    kappa : float
+        Inverse noise level > 0.
+    r : array (K,)
+        Coefficients :math:`r_1, \dots, r_K`.
+    d : int
+        Ambient dimension >= 2.
+    nodes : int
+        Quadrature points (>= 64).
+
+    Returns
+    -------
+    float
+        :math:`\mathcal F(\rho) - \mathcal F(\sigma)` (negative: the state beats the uniform
+        law).
+
+    Raises
+    ------
+    ValueError
+        On bad arguments.
+
+    Examples
+    --------
+    >>> abs(zonal_free_energy(1.0, 1.0, [0.0, 0.0], 3)) < 1e-15
+    True
+
+    References
+    ----------
+    :cite:`rigollet2025meanfield,mun2026phase`
+    """
+    beta = _sphere.beta(beta)
+    kappa = _checks.positive_float(kappa, "kappa")
+    d = _dim(d)
+    r = _checks.real_array(r, "r").ravel()
+    if r.size < 1 or not np.all(np.isfinite(r)):
+        raise ValueError("r must be a finite vector of coefficients")
+    nodes = _checks.positive_int(nodes, "nodes")
+    if nodes < 64:
+        raise ValueError(f"nodes must be at least 64, got {nodes}")
+    top = r.size
+    while top < nodes // 2 - 1 and \
+            ive(top + d / 2.0, beta) > 1e-17 * ive(d / 2.0, beta):
+        top += 1
+    _, w, G, _ = _zonal_basis(d, top, nodes)
+    aN = _zonal_coupling(beta, d, top)
+    U = (kappa / beta) * (aN[:r.size] * r) @ G[:r.size]
+    rho = np.exp(U - U.max())
+    rho /= w @ rho  # density w.r.t. the uniform probability measure
+    entropy = w @ (rho * np.log(rho))
+    c = G @ (w * rho)
+    return float(entropy / kappa - np.sum(aN * c * c) / (2.0 * beta))
+
+
+def _zonal_rhs(_t, c, kappa, beta, aN, N, G, dG, wt, lam):
+    rho = 1.0 + (N * c) @ G
+    dpsi = ((aN * c) @ dG) / beta
+    return -(lam / kappa) * c + dG @ (wt * rho * dpsi)
+
+
+def zonal_mean_field_sweep(beta: float, d: int, kappas: ArrayLike, c0: ArrayLike,
+                           hold: float, seed: float = 1e-6, nodes: int | None = None
+                           ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    r"""The McKean-Vlasov equation on :math:`\mathbb S^{d-1}` for zonal laws, solved while
+    :math:`\kappa` is swept.
+
+    For :math:`\rho = 1 + \sum_{k=1}^K N_kc_kG_k(t)` (density with respect to the uniform
+    probability, :math:`t = \langle x, e\rangle`, :math:`c_k = \int G_k\rho\,d\sigma`),
+    the weak form of :math:`\partial_t\mu = \kappa^{-1}\Delta\mu -
+    \operatorname{div}(\mu\nabla\psi_\mu)` tested on :math:`G_\ell` reads
+
+    .. math::
+
+        \dot c_\ell = -\frac{\ell(\ell + d - 2)}{\kappa}c_\ell
+        + \int G_\ell'(t)\,\psi'(t)\,(1 - t^2)\,\rho(t)\,d\sigma, \qquad
+        \psi' = \beta^{-1}\sum_k a_kN_kc_kG_k',
+
+    (a Galerkin truncation; zonal laws stay zonal), the integral by Gauss-Jacobi quadrature
+    exact for the polynomial integrand. Each :math:`\kappa` in turn is held for ``hold``
+    time units (BDF, rtol 1e-10) after adding ``seed`` to :math:`c_1`; the final state of
+    one stage starts the next. On the circle this is :func:`circle_mean_field_sweep`.
+
+    Parameters
+    ----------
+    beta : float
+        Inverse temperature > 0.
+    d : int
+        Ambient dimension >= 2.
+    kappas : array
+        The values of :math:`\kappa` (> 0) in the order of the sweep.
+    c0 : array (K,)
+        Initial coefficients :math:`c_1, \dots, c_K` (K >= 2).
+    hold : float
+        Time per value (> 0).
+    seed : float
+        Kick added to :math:`c_1` at each stage (>= 0).
+    nodes : int, optional
+        Quadrature points (default and minimum ``2 K + 2``).
+
+    Returns
+    -------
+    r1 : array (len(kappas),)
+        :math:`c_1 = \int\langle x, e\rangle\,d\mu` at the end of each stage.
+    c : array (len(kappas), K)
+        The states at the end of each stage.
+
+    Raises
+    ------
+    ValueError
+        On bad arguments, or if the density becomes negative at a node (the truncation is
+        too short).
+
+    Examples
+    --------
+    >>> r, _ = zonal_mean_field_sweep(1.0, 3, [2.0, 3.5], [0.0] * 12, 100.0)
+    >>> bool(abs(r[0]) < 1e-6 and r[1] > 0.3)
+    True
+
+    References
+    ----------
+    :cite:`rigollet2025meanfield,mun2026phase`
+    """
+    beta = _sphere.beta(beta)
+    d = _dim(d)
+    kappas = _checks.real_array(kappas, "kappas").ravel()
+    if kappas.size < 1 or not np.all(np.isfinite(kappas)) or np.any(kappas <= 0):
+        raise ValueError("kappas must be positive finite numbers")
+    c = _checks.real_array(c0, "c0").ravel().copy()
+    if c.size < 2 or not np.all(np.isfinite(c)):
+        raise ValueError("c0 must be a finite vector of at least 2 coefficients")
+    hold = _checks.positive_float(hold, "hold")
+    seed = _checks.nonnegative_float(seed, "seed")
+    nodes = 2 * c.size + 2 if nodes is None else _checks.positive_int(nodes, "nodes")
+    if nodes < 2 * c.size + 2:
+        raise ValueError(f"nodes must be at least 2 K + 2 = {2 * c.size + 2}, got {nodes}")
+    t, w, G, dG = _zonal_basis(d, c.size, nodes)
+    ks = np.arange(1, c.size + 1)
+    N = _harmonic_dims(ks, d)
+    aN = _zonal_coupling(beta, d, c.size)
+    lam = ks * (ks + d - 2.0)
+    wt = w * (1.0 - t * t)
+    r1, states = [], []
+    for kappa in kappas:
+        c[0] += seed
+        sol = solve_ivp(_zonal_rhs, (0.0, hold), c, method="BDF", rtol=1e-10, atol=1e-13,
+                        args=(kappa, beta, aN, N, G, dG, wt, lam))
+        if not sol.success:
+            raise ValueError(f"zonal_mean_field_sweep: integration failed at kappa = "
+                             f"{kappa:g} ({sol.message})")
+        c = sol.y[:, -1].copy()
+        if np.min(1.0 + (N * c) @ G) < 0:
+            raise ValueError(f"zonal_mean_field_sweep: negative density at kappa = "
+                             f"{kappa:g}; increase the number of coefficients")
+        r1.append(c[0])
+        states.append(c.copy())
+    return np.array(r1), np.array(states)
+
+
+def zonal_transition(beta: float, d: int, points: int = 60) -> tuple[float, float, float]:
+    r"""The three couplings of the transition on :math:`\mathbb S^{d-1}` among zonal laws:
+    :math:`(\kappa_1, \kappa_{\mathrm{fold}}, \kappa_c)`.
+
+    As :func:`circle_transition`, with :func:`zonal_branch` and :func:`zonal_free_energy`:
+    :math:`\kappa_1 = \beta/a_1(\beta, d)` (:func:`mode_threshold`), the smallest
+    :math:`\kappa` on the zonal branch, and the :math:`\kappa` where the branch's free
+    energy crosses the uniform law's on the upper part of the branch. All three equal
+    :math:`\kappa_1` when the branch leaves forwards.
+
+    Parameters
+    ----------
+    beta : float
+        Inverse temperature > 0.
+    d : int
+        Ambient dimension >= 2.
+    points : int
+        Points of the coarse scan of the branch in :math:`r_1 \in [0.005, 0.95]` (>= 10).
+
+    Returns
+    -------
+    tuple of float
+        :math:`(\kappa_1, \kappa_{\mathrm{fold}}, \kappa_c)`, about 1e-9 relative.
+
+    Raises
+    ------
+    ValueError
+        On bad arguments or if the branch cannot be followed.
+
+    Examples
+    --------
+    >>> k1, kf, kc = zonal_transition(1.0, 3)
+    >>> k1 == kf == kc
+    True
+
+    References
+    ----------
+    :cite:`mun2026phase`
+    """
+    beta = _sphere.beta(beta)
+    d = _dim(d)
+    return _transition(float(mode_threshold(1, beta, d)), lambda x: zonal_branch(beta, x, d),
+                       lambda k, r: zonal_free_energy(beta, k, r, d), points)
+
+
+def _transition(k1, branch, free_energy, points):
+    """(kappa_1, fold, kappa_c) along a branch r1 -> (kappa, r) with free energy
+    (kappa, r) -> F - F(uniform); shared by circle_transition and zonal_transition."""
     points = _checks.positive_int(points, "points")
     if points < 10:
         raise ValueError(f"points must be at least 10, got {points}")
-    k1 = float(mode_threshold(1, beta, 2))
     r1 = np.linspace(0.005, 0.95, points)
-    kap, r = circle_branch(beta, r1)
+    kap, r = branch(r1)
     i = int(np.argmin(kap))
     if i == 0 and kap[0] >= k1:
         return k1, k1, k1
 
     def kappa_at(x):
-        return float(circle_branch(beta, [x])[0][0])
+        return float(branch([x])[0][0])
 
     lo, hi = r1[max(i - 1, 0)], r1[min(i + 1, points - 1)]
     fold = minimize_scalar(kappa_at, bounds=(lo, hi), method="bounded",
@@ -621,20 +900,14 @@ def circle_transition(beta: float, points: int = 60) -> tuple[float, float, floa
     k_fold = float(fold.fun)
 
     def free(x):
-        kk, rr = circle_branch(beta, [x])
-        return circle_free_energy(beta, float(kk[0]), rr[0])
+        kk, rr = branch([x])
+        return free_energy(float(kk[0]), rr[0])
 
-    F = np.array([circle_free_energy(beta, float(k), rk) for k, rk in zip(kap, r,
-                                                                          strict=True)])
+    F = np.array([free_energy(float(k), rk) for k, rk in zip(kap, r, strict=True)])
     upper = np.arange(i, points)
     neg = upper[F[upper] < 0]
     if neg.size == 0:
-        raise ValueError("circle_transition: the branch never beats the uniform law on "
-                         "r1 <= 0.95")
+        raise ValueError("the branch never beats the uniform law on r1 <= 0.95")
     j = int(neg[0])
-    if j == i:
-        x_c = r1[i]
-    else:
-        x_c = brentq(free, r1[j - 1], r1[j], xtol=1e-12)
-    k_c = kappa_at(x_c)
-    return k1, k_fold, k_c
+    x_c = r1[i] if j == i else brentq(free, r1[j - 1], r1[j], xtol=1e-12)
+    return k1, k_fold, kappa_at(x_c)
