@@ -556,3 +556,25 @@ def test_equiangular_clustering_time_against_the_solution():
     assert sphere.equiangular_clustering_time(0.995, n, beta, "sa", level=0.99) == 0.0
     with pytest.raises(ValueError):
         sphere.equiangular_clustering_time(0.0, n, beta, "sa", level=1.0)
+
+
+@pytest.mark.parametrize("bad", ["2", True, np.bool_(True), 2 + 1j, b"2", None])
+def test_beta_must_be_a_real_number(bad):
+    X = sphere.normalise(np.random.default_rng(0).standard_normal((4, 3)))
+    with pytest.raises(ValueError, match="beta"):
+        sphere.sa(X, beta=bad)
+    with pytest.raises(ValueError, match="beta"):
+        sphere.sa_field(bad)
+
+
+def test_huge_beta_is_refused_by_name_not_returned_as_nan():
+    X = sphere.normalise(np.random.default_rng(1).standard_normal((5, 3)))
+    with pytest.raises(ValueError, match="beta"):
+        sphere.sa(1.5 * X, beta=1e308)
+    with pytest.raises(ValueError, match="beta"):
+        sphere.sa_field(1e308)(0.0, 1.5 * X)
+    # where the products stay finite, the hardmax answer: each token moves toward the token
+    # with the largest <x_i, x_j> (itself), so the field vanishes; never NaN
+    for beta in (1e300, 1e308):
+        assert np.abs(sphere.sa(X, beta=beta)).max() < 1e-12
+        assert np.abs(sphere.sa_field(beta)(0.0, X)).max() < 1e-12

@@ -17,14 +17,27 @@ MODELS = ("sa", "usa")
 
 def beta(beta, *, allow_zero=False):
     """The inverse temperature as a float, finite and > 0 (or >= 0 with ``allow_zero``)."""
+    if isinstance(beta, (bool, np.bool_, str, bytes)):
+        raise ValueError(f"beta must be a number, got {beta!r}")
     try:
-        val = float(beta)
+        val = _checks._scalar(beta)
     except (TypeError, ValueError):
-        raise ValueError(f"beta must be a number, got {beta!r}") from None
+        raise ValueError(f"beta must be a real number, got {beta!r}") from None
     if not np.isfinite(val) or val < 0 or (val == 0 and not allow_zero):
         bound = ">= 0" if allow_zero else "> 0"
         raise ValueError(f"beta must be a finite number {bound}, got {beta!r}")
     return val
+
+
+def scaled_logits(beta, S):
+    """``beta * S`` for the inner products ``S``; ``ValueError`` naming ``beta`` if the
+    product overflows (the softmax would be NaN)."""
+    with np.errstate(over="ignore"):
+        L = beta * S
+    if not np.all(np.isfinite(L)):
+        raise ValueError(f"beta * <Q x_i, K x_j> overflows (beta = {beta:.4g}, largest "
+                         f"|<Q x_i, K x_j>| = {float(np.max(np.abs(S))):.4g}): lower beta")
+    return L
 
 
 def interaction_matrix(D, d):

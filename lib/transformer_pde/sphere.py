@@ -321,9 +321,9 @@ def sa(X: ArrayLike, beta: float = 1.0, Q: ArrayLike | None = None, K: ArrayLike
         raise ValueError(f"Q and K must have the same shape (k, d), got {QY.shape[1]} and "
                          f"{KX.shape[1]} rows")
     VX = X if V is None else X @ _checks.matrix(V, "V", shape=(d, d)).T
-    with np.errstate(divide="ignore"):
-        L = beta * (QY @ KX.T) + np.log(w)
-    P = np.exp(L - L.max(axis=1, keepdims=True))
+    with np.errstate(divide="ignore", over="ignore"):
+        L = _sphere.scaled_logits(beta, QY @ KX.T) + np.log(w)
+        P = np.exp(L - L.max(axis=1, keepdims=True))  # -inf below the maximum: weight 0
     return tangent_projection(Y, (P @ VX) / P.sum(axis=1, keepdims=True))
 
 
@@ -406,8 +406,9 @@ def sa_field(beta: float = 1.0, Q: ArrayLike | None = None, K: ArrayLike | None 
         QU = U if Qm is None else U @ Qm.T
         KU = U if Km is None else U @ Km.T
         VU = U if Vm is None else U @ Vm.T
-        L = beta * (QU @ KU.T)
-        P = np.exp(L - L.max(axis=1, keepdims=True))
+        L = _sphere.scaled_logits(beta, QU @ KU.T)
+        with np.errstate(over="ignore"):  # -inf below the row maximum is weight 0
+            P = np.exp(L - L.max(axis=1, keepdims=True))
         G = (P @ VU) / P.sum(axis=1, keepdims=True)
         return _project_unit(U, G) if tangent else G
 
