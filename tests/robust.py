@@ -126,6 +126,8 @@ def _failure(notebook):
 
 def execute(text, name, label, timeout, threads, workdir=None):
     """Execute one notebook (given as JSON text) and return a :class:`Run`."""
+    import asyncio
+
     import nbformat
     from nbclient import NotebookClient
 
@@ -140,7 +142,9 @@ def execute(text, name, label, timeout, threads, workdir=None):
                                 resources={"metadata": {"path": path}})
         try:
             # the kernel's own log (transport warnings) would drown the report
-            client.execute(env=env, stderr=subprocess.DEVNULL)
+            # a fresh event loop per run: Dask runs tasks in worker threads, where the
+            # synchronous wrapper of nbclient leaves a coroutine un-awaited
+            asyncio.run(client.async_execute(env=env, stderr=subprocess.DEVNULL))
         except Exception as error:  # any error of the run fails it
             cell, message = _failure(notebook)
             if not message:
