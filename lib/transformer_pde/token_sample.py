@@ -236,6 +236,18 @@ def uniform_field_errors(A: ArrayLike, V: ArrayLike, alpha: ArrayLike, Sigma: Ar
     return out
 
 
+def _cholesky_root(K):
+    """A lower Cholesky factor of the positive semi-definite ``K`` plus the smallest jitter
+    ``10^{-12}, 10^{-10}, ...`` times its largest diagonal entry that makes it definite."""
+    scale = float(np.max(np.diag(K)))
+    for exponent in (-12, -10, -8, -6):
+        try:
+            return np.linalg.cholesky(K + 10.0**exponent * scale * np.eye(K.shape[0]))
+        except np.linalg.LinAlgError:
+            continue
+    raise ValueError("the covariance of the fluctuation is not positive semi-definite")
+
+
 def sup_limit(A: ArrayLike, V: ArrayLike, alpha: ArrayLike, Sigma: ArrayLike,
               queries: ArrayLike, *, samples: int = 20000,
               seed: int | Sequence[int] = 0) -> tuple[float, float]:
@@ -247,7 +259,9 @@ def sup_limit(A: ArrayLike, V: ArrayLike, alpha: ArrayLike, Sigma: ArrayLike,
         \mathbb E \max_x |G(x)|^2,
 
     :math:`G` the Gaussian field of :func:`fluctuation_covariance` on the queries (its law
-    sampled ``samples`` times through an eigendecomposition of the covariance). The
+    sampled ``samples`` times through a Cholesky factor of the covariance plus
+    :math:`10^{-12}` times its largest diagonal entry, a factor that, unlike eigenvectors of
+    nearly equal eigenvalues, rounding cannot rotate: the same samples on every BLAS). The
     convergence of the mean assumes the delta method's expansion (uniform integrability of
     :math:`n e_n`), which is not proved here; derived here for the Gaussian case of
     Bohbot et al. (2026).
@@ -286,8 +300,7 @@ def sup_limit(A: ArrayLike, V: ArrayLike, alpha: ArrayLike, Sigma: ArrayLike,
     if S < 2:
         raise ValueError(f"samples must be at least 2, got {samples!r}")
     seed = _checks.seed_key(seed)
-    lam, U = np.linalg.eigh((K + K.T) / 2)
-    root = U * np.sqrt(np.clip(lam, 0.0, None))
+    root = _cholesky_root((K + K.T) / 2)
     p = np.asarray(V).shape[0]
     rng = np.random.default_rng(seed)
     vals = np.empty(S)
