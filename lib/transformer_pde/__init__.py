@@ -41,6 +41,8 @@ Modules (one mathematical object each):
 - :mod:`~transformer_pde.masked`: mean-field masked (causal) attention on [0,1] x R^d;
 - :mod:`~transformer_pde.causal_pair`: the first two tokens of causal attention dynamics,
   solved exactly;
+- :mod:`~transformer_pde.lost_in_the_middle`: causal attention on the circle, the closed-form
+  retrieval profile and its particle estimate, Rényi centres;
 - :mod:`~transformer_pde.sphere`: dynamics on the unit sphere (layer normalisation), the
   interaction energy and its extremal measures;
 - :mod:`~transformer_pde.sphere_stability`: linear stability of the dynamics on the sphere
