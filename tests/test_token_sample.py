@@ -78,40 +78,46 @@ def test_uniform_field_errors_match_dense_softmax():
 def test_sup_limit_closed_form_without_interaction():
     # A = 0: G(x) is the same Gaussian vector of covariance V Sigma V^T at every query
     V = _rotation_value()
-    m, se = token_sample.sup_limit(np.zeros((2, 2)), V, ALPHA0, SIGMA0,
-                                   token_sample.disk_grid(0.5, 2), samples=20000, seed=3)
-    assert abs(m - np.trace(V @ SIGMA0 @ V.T)) < 5 * se
+    lim = token_sample.sup_limit(np.zeros((2, 2)), V, ALPHA0, SIGMA0,
+                                 token_sample.disk_grid(0.5, 2), samples=20000, seed=3)
+    assert abs(lim.mean - np.trace(V @ SIGMA0 @ V.T)) < 5 * lim.stderr
 
 
 def test_scaled_sup_error_reaches_the_limit():
     # moderate interaction, n = 1500: n E e_n against the Gaussian-field limit
     A, V = 0.3 * np.linalg.inv(SIGMA0), _rotation_value()
     Q = token_sample.disk_grid(0.4, 3)
-    lim, lse = token_sample.sup_limit(A, V, ALPHA0, SIGMA0, Q, samples=40000, seed=4)
+    lim = token_sample.sup_limit(A, V, ALPHA0, SIGMA0, Q, samples=40000, seed=4)
     e = token_sample.uniform_field_errors(A, V, ALPHA0, SIGMA0, Q, [1500], 600, 5, n_jobs=1)
     s = 1500 * e[0]
-    assert abs(s.mean() - lim) < 5 * np.sqrt(s.var(ddof=1) / s.size + lse**2)
+    assert abs(s.mean() - lim.mean) < 5 * np.sqrt(s.var(ddof=1) / s.size + lim.stderr**2)
+    ls = np.log(s)
+    assert abs(ls.mean() - lim.log_mean) < 5 * np.sqrt(ls.var(ddof=1) / ls.size
+                                                        + lim.log_stderr**2)
 
 
 def _chapter_errors():
     A, V = np.linalg.inv(SIGMA0), _rotation_value()
     Q = token_sample.disk_grid(0.3, 6)
     sizes = np.array([200, 400, 800, 1600, 3200])
-    lim, lse = token_sample.sup_limit(A, V, ALPHA0, SIGMA0, Q, samples=40000, seed=[11, 32])
+    lim = token_sample.sup_limit(A, V, ALPHA0, SIGMA0, Q, samples=40000, seed=[11, 32])
     e = token_sample.uniform_field_errors(A, V, ALPHA0, SIGMA0, Q, sizes, 200, [11, 31, 0])
-    return sizes, e, lim, lse
+    return sizes, e, lim
 
 
 def test_chapter_check_accepts_the_truth_and_rejects_wrong_claims():
-    sizes, e, lim, lse = _chapter_errors()
+    sizes, e, lim = _chapter_errors()
     z_ts = replicates.bonferroni_threshold(2, len(sizes) * 200 - 2, 1e-4)
-    t = token_sample.uniform_rate_test(sizes, e, lim, lse)
+    t = token_sample.uniform_rate_test(sizes, e, lim)
     assert abs(t.z_rate) < z_ts and abs(t.z_limit) < z_ts
     # a rate n^-0.4 instead of n^-1/2 (errors multiplied by n^0.1)
     slow = [x * (n / sizes[0]) ** 0.2 for n, x in zip(sizes, e, strict=True)]
-    assert abs(token_sample.uniform_rate_test(sizes, slow, lim, lse).z_rate) > z_ts
-    # a constant off by 20 % (the limit claimed 1.2 times larger)
-    assert abs(token_sample.uniform_rate_test(sizes, e, 1.2 * lim, lse).z_limit) > z_ts
+    assert abs(token_sample.uniform_rate_test(sizes, slow, lim).z_rate) > z_ts
+    # a constant off by 20 % (the limit claimed 1.2 times larger, or smaller)
+    for factor in (1.2, 1 / 1.2):
+        wrong = lim._replace(mean=factor * lim.mean,
+                             log_mean=lim.log_mean + np.log(factor))
+        assert abs(token_sample.uniform_rate_test(sizes, e, wrong).z_limit) > z_ts
 
 
 def test_moment_exponent():
@@ -135,4 +141,7 @@ def test_bad_input_raises():
     with pytest.raises(ValueError, match="samples"):
         token_sample.sup_limit(np.eye(2), np.eye(2), ALPHA0, SIGMA0, Q, samples=1)
     with pytest.raises(ValueError, match="limit"):
-        token_sample.uniform_rate_test([10, 20], [np.ones(3), np.ones(3)], 0.0, 0.0)
+        token_sample.uniform_rate_test([10, 20], [np.ones(3), np.ones(3)], 0.0)
+    with pytest.raises(ValueError, match="log_mean"):
+        token_sample.uniform_rate_test([10, 20], [np.ones(3), np.ones(3)],
+                                       token_sample.SupLimit(1.0, 0.0, np.nan, 0.0))
