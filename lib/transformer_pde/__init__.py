@@ -55,6 +55,10 @@ Modules (one mathematical object each):
   Mix-LN, nGPT, square-root) as speed regulation of the token directions;
 - :mod:`~transformer_pde.long_context`: critical attention scaling beta_n = gamma log n for
   long contexts (equiangular outputs, their limit and transition width);
+- :mod:`~transformer_pde.key_scaling`: one query among uniform keys on the sphere, the scale
+  beta_n ~ n^(2/(d-1)) (collision probability of the row: exact, Poisson limit, simulation);
+- :mod:`~transformer_pde.softmax_jacobian`: the Jacobian of attention at equiangular tokens
+  (closed form, any n), Chen et al.'s eta, and bounds that depend on the attention map;
 - :mod:`~transformer_pde.sphere_sde`: stochastic differential equations on the sphere
   (Euler-Maruyama steps, their exact weak error on the heat kernel, the noisy USA drift);
 - :mod:`~transformer_pde.noisy_kuramoto`: stationary states of the noisy dynamics (Kuramoto
