@@ -208,3 +208,55 @@ def test_fit_laws_and_network_rate():
     assert abs(normalisation.fit_laws(bad, "pre", h).exponent_r + 2) > 0.5
     with pytest.raises(ValueError, match="scheme"):
         normalisation.network_rate("pre", h, t)
+
+
+# --- random tokens at initialisation and random weights ------------------------------------
+
+
+def test_initial_velocity_against_direct_attention():
+    # the norms of the rows of softmax(beta Theta Theta^T) Theta, computed densely here
+    key, n, d, beta = [3, 1], 60, 20, 1.5
+    a = normalisation.initial_velocity(key, n, d, beta)
+    Theta = sphere.uniform_on_sphere(n, d, np.random.default_rng(key))
+    S = beta * Theta @ Theta.T
+    W = np.exp(S - S.max(axis=1, keepdims=True))
+    A = (W / W.sum(axis=1, keepdims=True)) @ Theta
+    assert np.allclose(a, np.linalg.norm(A, axis=1), rtol=1e-12, atol=0)
+
+
+def test_velocity_prediction_beta_zero_and_simulation():
+    # beta = 0: E|A_j|^2 = E|mean of the tokens|^2 = 1/n exactly; the leading-order value
+    # drops the variance (n - 1)/d of the parallel sum, a relative O(1/d)
+    for n, d in ((50, 10), (400, 100)):
+        assert abs(normalisation.velocity_prediction(n, d, 0.0) * n - 1) <= 1.0 / d
+    # beta = 1: within 5 % of the mean of |A_j|^2 over 300 draws (relative sd ~ 1 %)
+    n, d = 300, 200
+    sims = [np.mean(normalisation.initial_velocity([11, k], n, d) ** 2) for k in range(300)]
+    assert abs(np.mean(sims) / normalisation.velocity_prediction(n, d) - 1) < 0.05
+    # the two regimes: 1/n when d >> sqrt(n), (1/d)^2 when d << sqrt(n)
+    assert abs(normalisation.velocity_prediction(10**6, 10**4) * 10**6 - 1) < 0.02
+    assert abs(normalisation.velocity_prediction(10**8, 10) * 100 / 1.0 - 1) < 0.2
+
+
+def test_random_weights_run_at_beta_zero_is_averaging():
+    # beta = 0: the logits vanish, every row of attention is the mean token, whatever Q, K
+    key, n, d, T, L = [5, 2], 6, 8, 2.0, 20
+    run = normalisation.random_weights_run(key, "post", n, d, 0.0, T, L)
+    rng = np.random.default_rng(key)
+    rng.normal(size=(d, d))
+    rng.normal(size=(d, d))
+    X0 = sphere.uniform_on_sphere(n, d, rng)
+    ref = normalisation.residual_network(X0, "post", 0.0, T, L)
+    assert np.allclose(run.gap, normalisation.pair_gap(ref), rtol=1e-10, atol=1e-14)
+    pre = normalisation.random_weights_run(key, "pre", n, d, 0.0, T, L)
+    ref_pre = normalisation.residual_network(X0, "pre", 0.0, T, L)
+    assert np.allclose(pre.radius, np.linalg.norm(ref_pre, axis=-1).mean(axis=1), rtol=1e-12)
+
+
+def test_random_weights_bad_input():
+    with pytest.raises(ValueError, match="scheme"):
+        normalisation.random_weights_run([0], "peri", 4, 4, 1.0, 1.0, 2)
+    with pytest.raises(ValueError, match="n and d"):
+        normalisation.initial_velocity([0], 1, 4)
+    with pytest.raises(ValueError, match="beta"):
+        normalisation.velocity_prediction(10, 10, -1.0)

@@ -66,6 +66,9 @@ __all__ = [
     "network_rate",
     "LawFit",
     "fit_laws",
+    "initial_velocity",
+    "velocity_prediction",
+    "random_weights_run",
 ]
 
 #: The schemes, in the order of the table of the module notes.
@@ -563,3 +566,202 @@ def fit_laws(run: RandomRun, scheme: str, h: float, *, alpha: float = 1.0,
         fitting.fit_power_law(t[late], run.gap[late]).exponent,
         fitting.fit_power_law(t[late], run.radius[late]).exponent,
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Random tokens at initialisation, and random weights
+
+
+def _sizes(n, d):
+    n = _checks.positive_int(n, "n")
+    d = _checks.positive_int(d, "d")
+    if n < 2 or d < 2:
+        raise ValueError(f"n and d must be at least 2, got n = {n}, d = {d}")
+    return n, d
+
+
+def initial_velocity(key: Sequence[int], n: int, d: int, beta: float = 1.0) -> NDArray[np.float64]:
+    r"""Norms :math:`|A_j(\Theta)|` of the attention vectors of ``n`` uniform random tokens.
+
+    .. math::
+
+        A_j(\Theta) = \sum_k \frac{e^{\beta\langle\theta_j, \theta_k\rangle}}
+        {\sum_l e^{\beta\langle\theta_j, \theta_l\rangle}}\,\theta_k
+
+    with :math:`\theta_1, \dots, \theta_n` i.i.d. uniform on :math:`\mathbb S^{d-1}`, drawn by
+    ``numpy.random.default_rng(key)``: the quantity Karagodin, Ge, Polyanskiy and Rigollet
+    (2025, Theorem 4.2) bound by :math:`C(\sqrt{\log n/n} + \log n/d)` (Peri-LN's initial
+    speed is :math:`1/|A_j|` times Pre-LN's).
+
+    Parameters
+    ----------
+    key : sequence of int
+        Seed of the generator.
+    n, d : int
+        Number of tokens (at least 2) and dimension (at least 2).
+    beta : float
+        Inverse temperature, :math:`\ge 0`.
+
+    Returns
+    -------
+    ndarray, shape (n,)
+
+    Raises
+    ------
+    ValueError
+        On bad ``key``, ``n``, ``d`` or ``beta``.
+
+    Examples
+    --------
+    >>> a = initial_velocity([0], 400, 400)
+    >>> bool(0.03 < a.mean() < 0.1)
+    True
+
+    References
+    ----------
+    :cite:`karagodin2025normalization`
+    """
+    key = _checks.seed_key(key)
+    n, d = _sizes(n, d)
+    beta = _beta(beta)
+    Theta = sphere.uniform_on_sphere(n, d, np.random.default_rng(key))
+    return np.linalg.norm(attention_vector(Theta, beta), axis=1)
+
+
+def velocity_prediction(n: int, d: int, beta: float = 1.0) -> float:
+    r"""Law-of-large-numbers value of :math:`|A_j|^2` for uniform random tokens (chapter 8).
+
+    .. math::
+
+        |A_j|^2 \approx \frac{(e^\beta + (n-1)m_1)^2 + (n-1)m_2}{(e^\beta + (n-1)m_0)^2},\quad
+        m_0 = \mathbb E e^{\beta t},\ m_1 = \mathbb E\,t e^{\beta t},\
+        m_2 = \mathbb E\,e^{2\beta t}(1 - t^2)
+
+    with :math:`t = \langle\theta_j, \theta_k\rangle`, of density proportional to
+    :math:`(1-t^2)^{(d-3)/2}` on :math:`[-1, 1]` (derived in chapter 8: the sums over the
+    :math:`n - 1` other tokens replaced by their means; the cross terms of the
+    perpendicular part have mean zero). For large :math:`d`, :math:`m_1/m_0 \approx \beta/d` and
+    :math:`m_2/m_0^2 \approx 1`, so :math:`|A_j|^2 \approx 1/n + (\beta/d + e^\beta/n)^2`.
+
+    Parameters
+    ----------
+    n, d : int
+        Number of tokens (at least 2) and dimension (at least 2).
+    beta : float
+        Inverse temperature, :math:`\ge 0`.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        On bad ``n``, ``d`` or ``beta``.
+
+    Examples
+    --------
+    >>> round(velocity_prediction(10**6, 10**6, 0.0) * 10**6, 3)  # 1/n + (1/n)^2 ...
+    1.0
+
+    References
+    ----------
+    :cite:`karagodin2025normalization`
+    """
+    from scipy import special
+
+    n, d = _sizes(n, d)
+    beta = _beta(beta)
+    a = (d - 3) / 2.0
+    if d <= 200:  # Gauss-Jacobi: the weight (1 - t^2)^a exactly
+        t, w = special.roots_jacobi(200, a, a)
+    else:  # t is within 15 / sqrt(d) of 0 up to a mass below e^-100: Gauss-Legendre there
+        half = min(1.0, 15.0 / np.sqrt(d))
+        t, w = np.polynomial.legendre.leggauss(400)
+        t, w = half * t, half * w * np.exp(a * np.log1p(-(half * t) ** 2))
+    w = w / w.sum()
+    e = np.exp(beta * (t - 1.0))  # scaled by e^-beta against overflow
+    m0, m1, m2 = (w * e).sum(), (w * t * e).sum(), (w * e * e * (1 - t * t)).sum()
+    num = (1.0 + (n - 1) * m1) ** 2 + (n - 1) * m2
+    return float(num / (1.0 + (n - 1) * m0) ** 2)
+
+
+def random_weights_run(key: Sequence[int], scheme: str, n: int, d: int, beta: float, T: float,
+                       L: int) -> RandomRun:
+    r"""A Post-LN or Pre-LN network with random query and key matrices and :math:`V = I`.
+
+    .. math::
+
+        A_i = \sum_j \mathrm{softmax}_j\bigl(\beta\langle Q\theta_i, K\theta_j\rangle\bigr)
+        \theta_j
+
+    with :math:`Q, K` of i.i.d. :math:`N(0, 1/d)` entries (Kaiming's scale), fixed across the
+    ``L`` layers of step :math:`h = T/L`, and ``n`` uniform random unit tokens, all drawn by
+    ``numpy.random.default_rng(key)``; the layers are those of :func:`residual_network`. The
+    setting of the random-weight experiment that Karagodin, Ge, Polyanskiy and Rigollet (2025)
+    report with :math:`d = 512`, :math:`\beta = \sqrt d` (our transcription: their value
+    matrix and scales are not checked; we keep :math:`V = I`, which their Theorem 4.3 assumes).
+
+    Parameters
+    ----------
+    key : sequence of int
+        Seed.
+    scheme : {"post", "pre"}
+        The normalisation.
+    n, d : int
+        Tokens and dimension (at least 2 each).
+    beta : float
+        Inverse temperature, :math:`\ge 0`.
+    T : float
+        Depth in units of time.
+    L : int
+        Number of layers.
+
+    Returns
+    -------
+    RandomRun
+        ``gap``, ``radius`` and ``step`` per layer, as :func:`random_run`.
+
+    Raises
+    ------
+    ValueError
+        On bad input or a scheme other than ``post`` and ``pre``.
+
+    Examples
+    --------
+    >>> run = random_weights_run([0], "post", 8, 16, 4.0, 2.0, 20)
+    >>> bool(run.gap[-1] < run.gap[0])
+    True
+
+    References
+    ----------
+    :cite:`karagodin2025normalization`
+    """
+    key = _checks.seed_key(key)
+    if scheme not in ("post", "pre"):
+        raise ValueError(f"scheme must be 'post' or 'pre', got {scheme!r}")
+    n, d = _sizes(n, d)
+    beta = _beta(beta)
+    T = _checks.positive_float(T, "T")
+    L = _checks.positive_int(L, "L")
+    rng = np.random.default_rng(key)
+    Q = rng.normal(0.0, 1.0 / np.sqrt(d), (d, d))
+    K = rng.normal(0.0, 1.0 / np.sqrt(d), (d, d))
+    M = beta * Q.T @ K  # logits theta_i^T M theta_j
+    X = sphere.uniform_on_sphere(n, d, rng)
+    h = T / L
+    out = np.empty((L + 1, n, d))
+    out[0] = X
+    for ell in range(L):
+        U = X / np.linalg.norm(X, axis=1, keepdims=True)
+        S = (U @ M) @ U.T
+        W = np.exp(S - S.max(axis=1, keepdims=True))
+        A = (W / W.sum(axis=1, keepdims=True)) @ U
+        X = X + h * A
+        if scheme == "post":
+            X = X / np.linalg.norm(X, axis=1, keepdims=True)
+        out[ell + 1] = X
+    U = out / np.linalg.norm(out, axis=-1, keepdims=True)
+    chord = np.linalg.norm(U[1:] - U[:-1], axis=-1)
+    angle = 2.0 * np.arcsin(np.minimum(chord / 2.0, 1.0))
+    return RandomRun(pair_gap(out), np.linalg.norm(out, axis=-1).mean(axis=1), angle.mean(axis=1))

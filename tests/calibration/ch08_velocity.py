@@ -1,0 +1,68 @@
+"""Chapter 8, random tokens at initialisation and random weights: replay the checks on new draws.
+
+Usage: python tests/calibration/ch08_velocity.py [draws] [start] [--weights]
+
+For seeds s = start .. start + draws - 1 it runs the chapter's computation with SEED = s and
+records the statistics its assertions test: the fitted slope of log mean |A_j| against log n
+(d = 512) and against log d (n = 2048) minus the slopes of the law-of-large-numbers value,
+and the largest ratio max_j |A_j| / (sqrt(log n / n) + log n / d); with --weights, the
+random-weight networks' Post-LN rate and Pre-LN exponent. It prints the largest deviations
+and the failures (tolerances as in the notebook).
+"""
+
+import sys
+
+import numpy as np
+from transformer_pde import normalisation
+
+NS, D_FIX = np.array([32, 128, 512, 2048]), 512
+DS, N_FIX = np.array([4, 8, 16]), 2048
+
+
+def velocity_stats(seed):
+    """The chapter's velocity statistics for SEED = seed."""
+    vel_n = [normalisation.initial_velocity([seed, 4, int(n)], int(n), D_FIX) for n in NS]
+    vel_d = [normalisation.initial_velocity([seed, 5, int(d)], N_FIX, int(d)) for d in DS]
+    pred_n = np.sqrt([normalisation.velocity_prediction(int(n), D_FIX) for n in NS])
+    pred_d = np.sqrt([normalisation.velocity_prediction(N_FIX, int(d)) for d in DS])
+    slope_n = np.polyfit(np.log(NS), np.log([v.mean() for v in vel_n]), 1)[0]
+    slope_d = np.polyfit(np.log(DS), np.log([v.mean() for v in vel_d]), 1)[0]
+    pn = np.polyfit(np.log(NS), np.log(pred_n), 1)[0]
+    pd = np.polyfit(np.log(DS), np.log(pred_d), 1)[0]
+    bound = [v.max() / (np.sqrt(np.log(n) / n) + np.log(n) / D_FIX)
+             for v, n in zip(vel_n, NS, strict=True)]
+    bound += [v.max() / (np.sqrt(np.log(N_FIX) / N_FIX) + np.log(N_FIX) / d)
+              for v, d in zip(vel_d, DS, strict=True)]
+    return slope_n - pn, slope_d - pd, max(bound)
+
+
+def weights_stats(seed, draws=4):
+    """Post-LN rate and Pre-LN exponent of the random-weight networks for SEED = seed."""
+    out = []
+    for k in range(draws):
+        post = normalisation.random_weights_run([seed, 6, k], "post", 32, 512, np.sqrt(512),
+                                                20.0, 200)
+        pre = normalisation.random_weights_run([seed, 7, k], "pre", 32, 512, np.sqrt(512),
+                                               20.0, 200)
+        out.append((normalisation.fit_laws(post, "post", 0.1).rate - 1.0,
+                    normalisation.fit_laws(pre, "pre", 0.1).exponent_r + 2.0))
+    return np.array(out)
+
+
+if __name__ == "__main__":
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    draws = int(args[0]) if args else 100
+    start = int(args[1]) if len(args) > 1 else 1000
+    if "--weights" in sys.argv:
+        stats = np.concatenate([weights_stats(s) for s in range(start, start + draws)])
+        fails = np.sum((np.abs(stats[:, 0]) >= 1e-3) | (np.abs(stats[:, 1]) >= 0.05))
+        print(f"{len(stats)} networks: largest |rate - 1| {np.abs(stats[:, 0]).max():.2e}, "
+              f"largest |exponent + 2| {np.abs(stats[:, 1]).max():.2e}, failures {fails}")
+    else:
+        stats = np.array([velocity_stats(s) for s in range(start, start + draws)])
+        fails = np.sum((np.abs(stats[:, 0]) >= 0.05) | (np.abs(stats[:, 1]) >= 0.1)
+                       | (stats[:, 2] >= 1.0))
+        print(f"{draws} seeds: largest |slope_n - law| {np.abs(stats[:, 0]).max():.4f} "
+              f"(sd {stats[:, 0].std():.4f}), largest |slope_d - law| "
+              f"{np.abs(stats[:, 1]).max():.4f} (sd {stats[:, 1].std():.4f}), largest "
+              f"max|A| / bound {stats[:, 2].max():.3f}, failures {fails}")
