@@ -159,3 +159,16 @@ def test_long_context_tokens_and_eta_estimate():
 def test_bad_input_raises(call):
     with pytest.raises(ValueError):
         call()
+
+
+def test_pretrained_map_bound_above_the_constant():
+    from transformer_pde import pretrained
+    model = pretrained.load_minilm()
+    rng = np.random.default_rng(3)
+    ids = rng.integers(1000, 5000, size=12)
+    X = pretrained.forward(model, ids, n_layers=2).hidden[2]
+    for bias in (True, False):
+        lip = pretrained.attention_lipschitz(model, 2, X, query_bias=bias, tol=1e-8)
+        assert lip <= sj.pretrained_map_bound(model, 2, X, query_bias=bias)
+    with pytest.raises(ValueError):
+        sj.pretrained_map_bound(model, 0, X, query_bias="yes")

@@ -43,6 +43,7 @@ __all__ = [
     "pre_ln_eta",
     "softmax_jacobian_norm",
     "map_dependent_bound",
+    "pretrained_map_bound",
 ]
 
 
@@ -327,8 +328,9 @@ def softmax_jacobian_norm(p: ArrayLike) -> NDArray[np.float64]:
         \in [p_{(2)}, p_{(1)}],
 
     the bracket by Cauchy interlacing (:math:`p_{(1)} \ge p_{(2)}` the two largest weights);
-    Yudin, Gaponov, Kudriashov and Rakhuba (2025) give a closed form. Computed by a
-    symmetric eigensolver on every row of ``p`` (the last axis), for rows of moderate length.
+    Yudin, Gaponov, Kudriashov and Rakhuba (2025) give a closed form. Computed as the root of
+    the secular equation :math:`\sum_j p_j^2/(p_j - \lambda) = 1` in that bracket, by
+    bisection on every row of ``p`` (the last axis) at once.
 
     Parameters
     ----------
@@ -359,10 +361,24 @@ def softmax_jacobian_norm(p: ArrayLike) -> NDArray[np.float64]:
     if not np.all(np.isfinite(p)) or np.any(p < 0) or \
             np.any(np.abs(p.sum(axis=-1) - 1.0) > _checks.WEIGHT_SUM_TOL):
         raise ValueError("p must hold probability vectors along its last axis")
-    J = -p[..., :, None] * p[..., None, :]
-    idx = np.arange(p.shape[-1])
-    J[..., idx, idx] += p
-    return np.linalg.eigvalsh(J)[..., -1]
+    # the top eigenvalue solves sum_j p_j^2/(p_j - lam) = 1 in [p_(2), p_(1)] (the secular
+    # equation of a rank-one update); bisection, vectorised over the rows
+    rows = p.reshape(-1, p.shape[-1])
+    top = np.sort(rows, axis=1)[:, ::-1]
+    hi = top[:, 0].copy()
+    lo = top[:, 1].copy() if rows.shape[1] > 1 else np.zeros(rows.shape[0])
+    live = hi - lo > 0
+    for _ in range(200):
+        if not np.any(live):
+            break
+        mid = 0.5 * (lo + hi)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            g = np.sum(rows[live] ** 2 / (rows[live] - mid[live, None]), axis=1)
+        up = g >= 1.0  # g increases on (p_(2), p_(1)): the root lies below mid
+        hi[live] = np.where(up, mid[live], hi[live])
+        lo[live] = np.where(up, lo[live], mid[live])
+        live &= hi - lo > 4 * np.finfo(float).eps * np.maximum(hi, 1e-300)
+    return (0.5 * (lo + hi)).reshape(p.shape[:-1])
 
 
 def _cov_norm(P, Z):
@@ -580,3 +596,58 @@ def pre_ln_eta(X: ArrayLike, beta: float, probes: int,
         Z -= np.sum(Z * X, axis=1, keepdims=True) * X
         vals[t] = np.sum(lipschitz.jvp(X, A, V, Z) ** 2) / (n * d)
     return float(vals.mean()), float(vals.std(ddof=1) / math.sqrt(probes))
+
+
+def pretrained_map_bound(model, layer: int, X: ArrayLike, *, query_bias: bool = True) -> float:
+    r"""The bound of :func:`map_dependent_bound` for an attention layer of the MiniLM model.
+
+    .. math::
+
+        \mathrm{Lip}_X(g) \le \sum_h \|V_{out,h}\|_2\Big(\|V_{in,h}\|_2 \|P^h\|_2
+        + \|Q_h\|_2 \max_i \sigma^V_i \sigma^K_i
+        + \|K_h\|_2 \Big(\sum_i (\sigma^V_i)^2 \|J(p^h_i)\|_2 |q_i|^2\Big)^{1/2}\Big)
+
+    with the factors of :func:`transformer_pde.pretrained.attention_head_factors` and, when
+    ``query_bias`` is true, the query bias :math:`b_Q^h / d_k^{1/4}` added to every query
+    (the map :math:`g` of :func:`transformer_pde.pretrained.attention_lipschitz`; without it,
+    the theory's map :math:`f`). Castin, Ablin and Peyré (2024) for the map, Yudin, Gaponov,
+    Kudriashov and Rakhuba (2025) for the role of :math:`\|J(p)\|_2`.
+
+    Parameters
+    ----------
+    model : transformer_pde.pretrained.MiniLM
+    layer : int
+    X : array (n, d)
+        Hidden states entering the layer.
+    query_bias : bool
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        If ``X`` or ``layer`` is invalid.
+
+    Examples
+    --------
+    >>> from transformer_pde import pretrained
+    >>> model = pretrained.load_minilm()
+    >>> X = pretrained.embed(model, [101, 2023, 2003, 102])
+    >>> pretrained_map_bound(model, 0, X) > 1.0
+    True
+
+    References
+    ----------
+    :cite:`castin2024smooth,yudin2025attention`
+    """
+    from . import pretrained
+    query_bias = _checks.flag(query_bias, "query_bias")
+    (Q, K), (V_out, V_in) = pretrained.attention_head_factors(model, layer)
+    H, k, _ = Q.shape
+    bias = None
+    if query_bias:
+        bias = np.asarray(model.layers[int(layer)]["bq"], dtype=np.float64).reshape(H, k)
+        bias = bias * k ** -0.25
+    return map_dependent_bound(X, Q, K, V_out, V_in, bias)
