@@ -32,6 +32,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _checks, lipschitz
+from .pretrained import MiniLM
 
 __all__ = [
     "EquiangularBlocks",
@@ -598,7 +599,8 @@ def pre_ln_eta(X: ArrayLike, beta: float, probes: int,
     return float(vals.mean()), float(vals.std(ddof=1) / math.sqrt(probes))
 
 
-def pretrained_map_bound(model, layer: int, X: ArrayLike, *, query_bias: bool = True) -> float:
+def pretrained_map_bound(model: MiniLM, layer: int, X: ArrayLike, *,
+                         query_bias: bool = True) -> float:
     r"""The bound of :func:`map_dependent_bound` for an attention layer of the MiniLM model.
 
     .. math::
