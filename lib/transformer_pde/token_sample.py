@@ -273,9 +273,9 @@ def sup_limit(A: ArrayLike, V: ArrayLike, alpha: ArrayLike, Sigma: ArrayLike,
     sampled ``samples`` times through a Cholesky factor of the covariance plus
     :math:`10^{-12}` times its largest diagonal entry, a factor that, unlike eigenvectors of
     nearly equal eigenvalues, rounding cannot rotate: the same samples on every BLAS). The
-    convergence of the mean assumes the delta method's expansion (uniform integrability of
-    :math:`n e_n`), which is not proved here; derived here for the Gaussian case of
-    Bohbot et al. (2026).
+    limit law of :math:`n e_n` is derived here (Gaussian case of Bohbot et al. (2026)); the
+    convergence of the two means to these values also needs uniform integrability of
+    :math:`n e_n` and of :math:`\log(n e_n)`, which is assumed, not proved here.
 
     Parameters
     ----------
@@ -333,7 +333,9 @@ def moment_exponent(rho: ArrayLike) -> float | NDArray[np.float64]:
     chapter 2) for the exponents of the mean and covariance errors of the attention output.
     It is what balancing the uniform bound on a ball of whitened radius :math:`r`,
     :math:`e^{\rho^2 r^2/2}/\sqrt n`, against the Gaussian mass outside it, :math:`e^{-r^2/2}`,
-    gives (derived here, a heuristic): :math:`r^2 = \log n/(1 + \rho^2)`.
+    gives (derived here, a heuristic): :math:`r^2 = \log n/(1 + \rho^2)`. Like an upper-bound
+    proof, it gives every token inside the ball the worst error on it: the error is bounded by
+    about :math:`n^{-b(\rho)}`, not predicted to decay at that rate.
 
     Parameters
     ----------
