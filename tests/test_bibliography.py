@@ -22,9 +22,7 @@ BIB = Path(__file__).parent.parent / "book" / "references.bib"
 UNCONFIRMED_LINKS = {
     "hardy1934inequalities": "book of 1934 (Cambridge); DOI of an edition not confirmed",
     "shub1987global": "Springer book; DOI not confirmed",
-    "wendel1962problem": "Math. Scand.; DOI not confirmed",
     "renyi1963konvexe": "Z. Wahrscheinlichkeitstheorie; DOI not confirmed",
-    "otto2007slow": "J. Differential Equations; DOI not confirmed",
 }
 
 ARXIV_ID = re.compile(r"\b(\d{4}\.\d{4,5})(v\d+)?\b")
