@@ -147,6 +147,33 @@ def test_steering_rejects_a_wrong_mean_equation():
     assert np.abs(a - a1).max() > 0.1
 
 
+def test_mlp_mean_equation_against_gauss_hermite_particles():
+    # weighted Gauss-Hermite particles moved by softmax attention plus the affine layer
+    # Wx + b (W, b != 0) follow the MLP moment ODE, integrated by independent code; the
+    # mean equation without b (or without W alpha) would miss by order 1
+    a0, S0 = np.array([0.4, -0.2]), np.array([[1.0, 0.3], [0.3, 0.5]])
+    A, V = np.array([[0.2, 0.1], [-0.1, -0.15]]), np.array([[1.0, 0.5], [-0.3, 0.8]])
+    W, b = np.array([[0.3, -0.5], [0.4, -0.2]]), np.array([0.5, -0.3])
+    X, w = g.gauss_hermite_measure(a0, S0, 16)
+    Y = g.schedule_particles([g.Segment(1.0, A, V)], X, weights=w, W=W, b=b)
+    aq, Sq = g.weighted_moments(Y, w)
+    a_ref, S_ref = _reference(a0, S0, A, V, W, b, 1.0)
+    assert np.abs(aq - a_ref).max() < 1e-8 and np.abs(Sq - S_ref).max() < 1e-8
+    a_nob, _ = _reference(a0, S0, A, V, W, np.zeros(2), 1.0)
+    assert np.abs(aq - a_nob).max() > 0.1
+
+    def no_w_alpha(_, y):
+        a, S = y[:2], y[2:].reshape(2, 2)
+        M = V @ S @ A + W
+        return np.concatenate([V @ S @ A @ a + V @ a + b, (M @ S + S @ M.T).ravel()])
+
+    y = solve_ivp(no_w_alpha, (0, 1.0), np.concatenate([a0, S0.ravel()]), rtol=1e-10,
+                  atol=1e-12).y[:, -1]
+    assert np.abs(aq - y[:2]).max() > 0.1
+    with pytest.raises(ValueError, match="b must"):
+        g.schedule_particles([g.Segment(1.0, A, V)], X, W=W, b=np.zeros(3))
+
+
 def test_gauss_hermite_exactness():
     a, S = np.array([0.5, -1.0]), np.array([[2.0, 0.4], [0.4, 0.7]])
     X, w = g.gauss_hermite_measure(a, S, 6)

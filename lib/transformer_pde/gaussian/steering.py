@@ -433,11 +433,12 @@ def schedule_trajectory(segments: Sequence[Segment], alpha0: ArrayLike, Sigma0: 
 
 def schedule_particles(segments: Sequence[Segment], X0: ArrayLike, *,
                        weights: ArrayLike | None = None,
-                       rtol: float = 1e-11) -> NDArray[np.float64]:
+                       rtol: float = 1e-11, W: ArrayLike | None = None,
+                       b: ArrayLike | None = None) -> NDArray[np.float64]:
     r"""Run a piecewise-constant schedule on particles moved by softmax attention.
 
     .. math:: \dot x_i = \frac{\sum_j w_j e^{\langle A_k x_i, x_j\rangle} V_k x_j}
-                              {\sum_j w_j e^{\langle A_k x_i, x_j\rangle}}
+                              {\sum_j w_j e^{\langle A_k x_i, x_j\rangle}} + Wx_i + b
               \quad\text{on segment } k,
 
     integrated segment by segment with :func:`~transformer_pde.dynamics.integrate` (DOP853).
@@ -451,6 +452,10 @@ def schedule_particles(segments: Sequence[Segment], X0: ArrayLike, *,
         Their weights (uniform by default).
     rtol : float
         Relative tolerance of the solver.
+    W : array (d, d), optional
+        Matrix of an affine MLP layer added to the field on every segment (0 by default).
+    b : array (d,), optional
+        Its bias (0 by default).
 
     Returns
     -------
@@ -478,9 +483,14 @@ def schedule_particles(segments: Sequence[Segment], X0: ArrayLike, *,
     rtol = _checks.positive_float(rtol, "rtol")
     if weights is not None:
         weights = _checks.weights(weights, X.shape[0])
-    for seg in _check_segments(segments, X.shape[1]):
+    d = X.shape[1]
+    W = np.zeros((d, d)) if W is None else _checks.matrix(W, "W", shape=(d, d))
+    b = np.zeros(d) if b is None else _checks.real_array(b, "b")
+    if b.shape != (d,) or not np.all(np.isfinite(b)):
+        raise ValueError(f"b must be a finite array of shape ({d},), got {b!r}")
+    for seg in _check_segments(segments, d):
         def field(t, Y, seg=seg):
-            return attention.softmax(Y, seg.A, seg.V, weights=weights)
+            return attention.softmax(Y, seg.A, seg.V, weights=weights) + Y @ W.T + b
         X = dynamics.integrate(field, X, [0.0, seg.duration], rtol=rtol,
                                atol=1e-3 * rtol)[-1]
     return X
