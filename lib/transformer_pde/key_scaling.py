@@ -44,7 +44,6 @@ from numpy.typing import NDArray
 from scipy import special
 
 from . import _checks
-from .long_context import _n as _keys  # n >= 2, as for the equiangular layer
 
 __all__ = [
     "critical_beta",
@@ -53,6 +52,15 @@ __all__ = [
     "collision_limit",
     "sample_rows",
 ]
+
+
+def _keys(n):
+    """The number of keys, an integer >= 2 (as for the equiangular layer)."""
+    n = _checks.positive_int(n, "n")
+    if n < 2:
+        raise ValueError(f"n must be at least 2, got {n}")
+    return n
+
 
 _V_LO = -40.0  # u = e^v below e^-40: the integrand is below e^-80 of its scale
 _CUT = 60.0  # x = beta delta beyond log(u) + 60 contributes below e^-60
