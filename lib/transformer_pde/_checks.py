@@ -123,6 +123,14 @@ def positive_int(k, name):
     return int(k)
 
 
+def int_at_least(k, name, low):
+    """An integer ``>= low`` (``low >= 1``)."""
+    k = positive_int(k, name)
+    if k < low:
+        raise ValueError(f"{name} must be at least {low}, got {k}")
+    return k
+
+
 def _scalar(x):
     """``float(x)``, refusing complex numbers (``TypeError``) instead of dropping their
     imaginary part."""

@@ -54,14 +54,6 @@ __all__ = [
 ]
 
 
-def _keys(n):
-    """The number of keys, an integer >= 2 (as for the equiangular layer)."""
-    n = _checks.positive_int(n, "n")
-    if n < 2:
-        raise ValueError(f"n must be at least 2, got {n}")
-    return n
-
-
 _V_LO = -40.0  # u = e^v below e^-40: the integrand is below e^-80 of its scale
 _CUT = 60.0  # x = beta delta beyond log(u) + 60 contributes below e^-60
 _NX = 640  # quadrature nodes in x (8 Gauss-Legendre panels of 80)
@@ -113,7 +105,7 @@ def critical_beta(n: int, d: int, lam: float = 1.0) -> float:
     ----------
     :cite:`bruno2026scaling`
     """
-    n = _keys(n)
+    n = _checks.int_at_least(n, "n", 2)
     d = _dim(d)
     lam = _checks.positive_float(lam, "lam")
     return lam * float(n) ** (2.0 / (d - 1))
@@ -304,7 +296,7 @@ def collision_probability(n: int, d: int, beta: float) -> float:
     ----------
     :cite:`bruno2026scaling`
     """
-    n = _keys(n)
+    n = _checks.int_at_least(n, "n", 2)
     d = _dim(d)
     beta = _checks.nonnegative_float(beta, "beta")
     if beta == 0.0:
@@ -414,7 +406,7 @@ def sample_rows(key: Sequence[int], n: int, d: int, beta: float,
     :cite:`bruno2026scaling`
     """
     key = _checks.seed_key(key)
-    n = _keys(n)
+    n = _checks.int_at_least(n, "n", 2)
     d = _dim(d)
     beta = _checks.nonnegative_float(beta, "beta")
     draws = _checks.positive_int(draws, "draws")

@@ -69,13 +69,6 @@ def _residual(residual):
     return c
 
 
-def _n(n):
-    n = _checks.positive_int(n, "n")
-    if n < 2:
-        raise ValueError(f"n must be at least 2, got {n}")
-    return n
-
-
 def critical_gamma(rho: float) -> float:
     r"""The critical :math:`\gamma_c = 1/(1-\rho)` (Chen, Lin, Polyanskiy and Rigollet, 2025).
 
@@ -156,7 +149,7 @@ def output_cosine(n: int, gamma: float, rho: float, *, sum_sq: float | None = No
     ----------
     :cite:`chen2025critical,rigollet2025meanfield`
     """
-    n = _n(n)
+    n = _checks.int_at_least(n, "n", 2)
     rho = _rho(rho, allow_zero=True)
     g = _gamma(gamma)
     c = _residual(residual)
@@ -238,7 +231,7 @@ def midpoint_gamma(n: int, rho: float) -> float:
     ----------
     :cite:`chen2025critical`
     """
-    n = _n(n)
+    n = _checks.int_at_least(n, "n", 2)
     rho = _rho(rho, allow_zero=True)
     sigma = 1.0 + float(n - 1) * rho
     K = sigma + math.sqrt(sigma * sigma + float(n) * sigma)
@@ -305,7 +298,7 @@ def transition_width(n: int, rho: float, level: float = 0.1) -> float:
     """
     from scipy.optimize import brentq
 
-    n = _n(n)
+    n = _checks.int_at_least(n, "n", 2)
     rho = _rho(rho)
     profile_width(rho, level)  # validates level
 
@@ -330,7 +323,7 @@ def probe_configuration(n: int, rho: float, d_bulk: int,
     :math:`3 + d_b` instead of :math:`n`. Returns ``(X, sum_sq)`` with
     :math:`|S|^2 = |\sum_l\theta_l|^2` for :func:`output_cosine`.
     """
-    n = _n(n)
+    n = _checks.int_at_least(n, "n", 2)
     rho = _rho(rho)
     d_bulk = _checks.positive_int(d_bulk, "d_bulk")
     if not isinstance(rng, np.random.Generator):
@@ -356,7 +349,7 @@ def probe_cosine(X: ArrayLike, gamma: float, *, chunk_size: int | None = None,
     """
     X = _checks.points(X, "X")
     n, d = X.shape
-    _n(n)
+    _checks.int_at_least(n, "n", 2)
     g = float(_gamma(gamma))
     c = _residual(residual)
     beta = g * np.log(n)
