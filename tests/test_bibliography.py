@@ -19,11 +19,7 @@ BIB = Path(__file__).parent.parent / "book" / "references.bib"
 
 # Entries without a link, each with why: no identifier for them could be confirmed against
 # a public record yet (a link is added when one is; never guessed).
-UNCONFIRMED_LINKS = {
-    "hardy1934inequalities": "book of 1934 (Cambridge); DOI of an edition not confirmed",
-    "shub1987global": "Springer book; DOI not confirmed",
-    "renyi1963konvexe": "Z. Wahrscheinlichkeitstheorie; DOI not confirmed",
-}
+UNCONFIRMED_LINKS: dict[str, str] = {}
 
 ARXIV_ID = re.compile(r"\b(\d{4}\.\d{4,5})(v\d+)?\b")
 ARXIV_ABS = re.compile(r"^https://arxiv\.org/abs/(\d{4}\.\d{4,5})v(\d+)$")
