@@ -53,8 +53,10 @@ book: install
 	$(BIN)/jupyter-book build . --config $(BOOK_CONFIG) --path-output $(OUT)
 	@echo "The book is built: open $(abspath $(BUILD))/html/index.html"
 
+# ruff, then mypy on lib/ under pyproject.toml's [tool.mypy] (no error allowed)
 lint: install
 	$(BIN)/ruff check lib tests benchmarks book
+	$(BIN)/mypy
 
 # the unit tests on every CPU this process may use, one test file per worker (pytest-xdist)
 unit: install
@@ -203,5 +205,5 @@ bench: $(BENCH_STAMP)
 	for f in benchmarks/bench_*.py; do $(BIN)/python $$f || exit 1; done
 
 clean:
-	rm -rf _build $(REPORTS) .pytest_cache .ruff_cache .hypothesis
+	rm -rf _build $(REPORTS) .pytest_cache .ruff_cache .mypy_cache .hypothesis
 	find . -name __pycache__ -not -path "./.venv/*" -prune -exec rm -rf {} +

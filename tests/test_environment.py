@@ -8,7 +8,9 @@
   check accepts and ``make other-pythons`` tests), ``environment.yml``'s ``python`` spec,
   ``pyproject.toml``'s ``requires-python`` and the lock's header;
 - ``postBuild`` installs ``requirements-nodeps.lock`` without dependencies, as the Makefile
-  does.
+  does;
+- the lock is closed: since it is installed with ``--no-deps``, every dependency of a locked
+  package (the type checker's among them) is itself locked, at a version it accepts.
 """
 
 import re
@@ -104,6 +106,44 @@ def test_the_lock_pins_every_package_exactly():
     assert len(pins) > 100
     nodeps = lock_pins(ROOT / "requirements-nodeps.lock")
     assert not set(pins) & set(nodeps), "a package in both locks"
+
+
+def lock_closure_problems(pins, requires):
+    """Dependencies of the locked packages that the lock lacks or pins outside their range.
+
+    ``requires(name)`` gives a package's requirement strings (``importlib.metadata.requires``);
+    markers are evaluated for this interpreter with no extra requested.
+    """
+    problems = []
+    for name in sorted(pins):
+        for line in requires(name) or []:
+            req = Requirement(line)
+            if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+                continue
+            dep = canonicalize_name(req.name)
+            if dep not in pins:
+                problems.append(f"{name} needs {line!r}, which the lock does not pin")
+            elif not req.specifier.contains(pins[dep], prereleases=True):
+                problems.append(f"{name} needs {line!r}; the lock pins {dep}=={pins[dep]}")
+    return problems
+
+
+def test_the_lock_holds_every_dependency_of_its_packages():
+    import importlib.metadata
+
+    pins = lock_pins(ROOT / "requirements.lock")
+    assert {"mypy", "mypy-extensions", "librt", "pathspec"} <= set(pins)  # make lint's mypy
+    assert lock_closure_problems(pins, importlib.metadata.requires) == []
+
+
+def test_the_lock_closure_check_finds_missing_and_out_of_range_pins():
+    pins = {"a": "1.0", "b": "2.0"}
+    requires = {"a": ["b>=3", "c", "d; extra == 'test'", "e; python_version < '3'"],
+                "b": None}.get
+    problems = lock_closure_problems(pins, requires)
+    assert len(problems) == 2
+    assert "'b>=3'; the lock pins b==2.0" in problems[0]
+    assert "'c', which the lock does not pin" in problems[1]
 
 
 def test_environment_yml_installs_the_locked_versions():

@@ -406,8 +406,9 @@ def multihead(X: ArrayLike, As: ArrayLike, Vs: ArrayLike, *, weights: ArrayLike 
     if Vs.shape[0] != As.shape[0]:
         raise ValueError(f"As and Vs must have the same number of heads, got {As.shape[0]} "
                          f"and {Vs.shape[0]}")
-    out = 0.0
-    for A, V in zip(As, Vs, strict=True):
-        out = out + softmax(X, A, V, weights=weights, causal=causal, queries=queries,
-                            chunk_size=chunk_size)
+    heads = (softmax(X, A, V, weights=weights, causal=causal, queries=queries,
+                     chunk_size=chunk_size) for A, V in zip(As, Vs, strict=True))
+    out = next(heads)  # H >= 1 (checked above), so the sum is an array, never 0.0
+    for head in heads:
+        out = out + head
     return out

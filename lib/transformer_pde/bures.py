@@ -77,7 +77,7 @@ def tangent_matrix(Sigma: ArrayLike, dSigma: ArrayLike) -> NDArray[np.float64]:
     _, Sigma = _checks.moments(np.zeros(np.shape(Sigma)[0]), Sigma)
     d = Sigma.shape[0]
     dSigma = _checks.matrix(dSigma, "dSigma", shape=(d, d))
-    if np.linalg.norm(dSigma - dSigma.T) > 1e-10 * max(np.linalg.norm(dSigma), 1e-300):
+    if np.linalg.norm(dSigma - dSigma.T) > 1e-10 * max(float(np.linalg.norm(dSigma)), 1e-300):
         raise ValueError("dSigma must be symmetric (a tangent vector to the covariances)")
     if np.linalg.eigvalsh(Sigma)[0] <= 1e-14 * np.linalg.norm(Sigma, 2):
         raise ValueError("Sigma must be positive definite for the tangent matrix to be unique")

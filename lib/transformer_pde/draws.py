@@ -106,12 +106,12 @@ def bootstrap(statistic: Callable[..., Any], samples: Sequence[ArrayLike], n_boo
     """
     if not isinstance(n_boot, (int, np.integer)) or n_boot < 1:
         raise ValueError(f"n_boot must be a positive int, got {n_boot!r}")
-    samples = [np.asarray(s) for s in samples]
-    if not samples or any(s.ndim < 1 or s.shape[0] < 1 for s in samples):
+    arrays = [np.asarray(s) for s in samples]
+    if not arrays or any(s.ndim < 1 or s.shape[0] < 1 for s in arrays):
         raise ValueError("samples must be a non-empty sequence of arrays with >= 1 draw each")
     seed = _checks.seed_key(seed)
     per_block = max(1, math.ceil(n_boot / 8))
     blocks = [range(i, min(i + per_block, n_boot)) for i in range(0, n_boot, per_block)]
-    parts = Parallel(n_jobs=n_jobs)(delayed(_replicates)(statistic, samples, seed, b)
+    parts = Parallel(n_jobs=n_jobs)(delayed(_replicates)(statistic, arrays, seed, b)
                                     for b in blocks)
     return np.array([r for part in parts for r in part])

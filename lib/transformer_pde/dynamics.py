@@ -334,8 +334,8 @@ def rescaled_field(field: Callable[..., Any], V: ArrayLike, *,
     if not callable(field):
         raise ValueError("field must be callable as field(t, X), or None with A given")
 
-    def zfield(t, Z):
+    def general_zfield(t, Z):
         X = Z @ exp_V(t).T
         return -Z @ V.T + np.asarray(field(t, X)) @ exp_V(-t).T
 
-    return zfield
+    return general_zfield

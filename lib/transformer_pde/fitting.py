@@ -10,6 +10,7 @@ the errors themselves are heavy-tailed.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -173,7 +174,7 @@ class LogErrorRate(NamedTuple):
         return (self.exponent - float(exponent)) / self.stderr
 
 
-def log_error_rate(sizes: ArrayLike, squared_errors: ArrayLike) -> LogErrorRate:
+def log_error_rate(sizes: ArrayLike, squared_errors: Sequence[ArrayLike]) -> LogErrorRate:
     r"""Exponent :math:`p` of random errors :math:`\varepsilon_n \approx C n^{p}` from the
     logarithms of every draw.
 

@@ -15,6 +15,8 @@ integrates runs until each has spent a given time in its hardmax phase
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
@@ -335,7 +337,8 @@ def integrate_until_settled(Z0: ArrayLike, times: ArrayLike, A: ArrayLike,
     cap = _checks.positive_float(cap, "cap")
     steps = int(round(window / h))
     paths = integrate_draws(Z0, t, A, V, rtol=rtol, atol=atol)
-    runs = [{"t": t, "z": paths[:, r], "start": None} for r in range(Z0.shape[0])]
+    runs: list[dict[str, Any]] = [{"t": t, "z": paths[:, r], "start": None}
+                                  for r in range(Z0.shape[0])]
     pending = list(range(len(runs)))
     while pending:
         for r in pending:

@@ -92,7 +92,7 @@ def _log_self_excess(n, g, rho, c):
     return np.logaddexp(np.log1p(c) + log_km1, math.log(c) + logn)
 
 
-def output_cosine(n: int, gamma: float, rho: float, *, sum_sq: float | None = None,
+def output_cosine(n: int, gamma: ArrayLike, rho: float, *, sum_sq: float | None = None,
                   residual: float = 0.0) -> float | NDArray[np.float64]:
     r"""Cosine of the outputs of two tokens that see the equiangular logits.
 
@@ -166,7 +166,8 @@ def output_cosine(n: int, gamma: float, rho: float, *, sum_sq: float | None = No
     return out if out.ndim else float(out)
 
 
-def critical_limit(gamma: float, rho: float, *, residual: float = 0.0) -> float:
+def critical_limit(gamma: ArrayLike, rho: float, *, residual: float = 0.0
+                   ) -> float | NDArray[np.float64]:
     r"""The limit of :func:`output_cosine` as :math:`n \to \infty`.
 
     .. math::

@@ -700,7 +700,8 @@ def renyi_centres(angles: ArrayLike, delta: float) -> tuple[NDArray[np.int_], ND
     if a.ndim != 1 or a.size < 1 or not np.all(np.isfinite(a)):
         raise ValueError("angles must be a finite 1-D array with at least one entry")
     delta = _positive(delta, "delta")
-    renyi, strong = [], []
+    renyi: list[int] = []
+    strong: list[int] = []
     for s in range(a.size):
         dist = np.abs(np.angle(np.exp(1j * (a[s] - a[:s]))))
         if np.all(dist > delta):

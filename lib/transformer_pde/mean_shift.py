@@ -158,7 +158,7 @@ def mean_shift_step(X: ArrayLike, samples: ArrayLike, beta: float) -> NDArray[np
 
     Examples
     --------
-    >>> mean_shift_step([[0.0]], [[-1.0], [1.0]], 3.0)[0, 0]
+    >>> float(mean_shift_step([[0.0]], [[-1.0], [1.0]], 3.0)[0, 0])  # symmetric samples
     0.0
 
     References

@@ -273,8 +273,10 @@ def weight_tail_exponents(rho: ArrayLike) -> tuple[float | NDArray[np.float64],
     rho = np.asarray(rho, dtype=float)
     if not np.all(np.isfinite(rho)) or np.any(rho <= 0):
         raise ValueError("rho must be positive and finite")
-    out = (0.5 + np.sqrt(rho**-2 + 0.25), 1 + rho**-2, 1 / rho)
-    return tuple(float(x) for x in out) if rho.ndim == 0 else out
+    gamma_w, gamma_k, gamma_e = 0.5 + np.sqrt(rho**-2 + 0.25), 1 + rho**-2, 1 / rho
+    if rho.ndim == 0:
+        return float(gamma_w), float(gamma_k), float(gamma_e)
+    return gamma_w, gamma_k, gamma_e
 
 
 def _draw_errors(key, A, V, alpha, chol, SA, target, n):

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
+from matplotlib.rcsetup import cycler
 from numpy.typing import ArrayLike
 
 from .fitting import PowerLawFit, fit_power_law
+
+if TYPE_CHECKING:
+    from mpl_toolkits.mplot3d.axes3d import Axes3D
 
 __all__ = ["use_house_style", "loglog_fit", "quiver_field", "COLORS", "TEXT_WIDTH", "DPI",
            "PIXEL_RATIO"]
@@ -52,7 +58,7 @@ def use_house_style() -> None:
         "grid.alpha": 0.3,
         "axes.spines.top": False,
         "axes.spines.right": False,
-        "axes.prop_cycle": mpl.cycler(color=COLORS),
+        "axes.prop_cycle": cycler(color=COLORS),
         "font.size": 10,
         "axes.titlesize": 10,
         "axes.labelsize": 10,
@@ -122,15 +128,19 @@ def quiver_field(ax: Axes, X: ArrayLike, velocities: ArrayLike, *, grid: ArrayLi
     """
     X = np.asarray(X)
     velocities = np.asarray(velocities)
-    points = X if grid is None else np.vstack([X, grid])
-    vel = velocities if grid is None else np.vstack([velocities, grid_velocities])
+    G = None if grid is None else np.asarray(grid)
+    if G is not None and grid_velocities is None:
+        raise ValueError("grid_velocities must be given with grid")
+    GV = None if G is None else np.asarray(grid_velocities)
+    points = X if G is None else np.vstack([X, G])
+    vel = velocities if GV is None else np.vstack([velocities, GV])
     vmax = float(np.max(np.linalg.norm(vel, axis=1)))
     if arrow_length is None:
         arrow_length = 0.1 * float(np.max(np.ptp(points, axis=0)))
     scale = vmax / arrow_length if vmax > 0 else 1.0
-    common = {"angles": "xy", "scale_units": "xy", "scale": scale}
-    if grid is not None:
-        ax.quiver(grid[:, 0], grid[:, 1], grid_velocities[:, 0], grid_velocities[:, 1],
+    common: dict[str, Any] = {"angles": "xy", "scale_units": "xy", "scale": scale}
+    if G is not None and GV is not None:
+        ax.quiver(G[:, 0], G[:, 1], GV[:, 0], GV[:, 1],
                   color="0.6", width=0.004, **common)
     ax.scatter(X[:, 0], X[:, 1], s=14, color="k", zorder=3)
     ax.quiver(X[:, 0], X[:, 1], velocities[:, 0], velocities[:, 1], color=color,
@@ -146,14 +156,14 @@ def close_all() -> None:
     plt.close("all")
 
 
-def sphere_tokens(ax: Axes, X: ArrayLike, *, trails: bool | None = None, color: str = "C0",
+def sphere_tokens(ax: Axes3D, X: ArrayLike, *, trails: ArrayLike | None = None, color: str = "C0",
                   elev: float = 20.0, azim: float = 35.0, title: str | None = None) -> Axes:
     """Tokens on the unit sphere :math:`\\mathbb S^2`, drawn on a 3-D axis.
 
     A light wireframe of the sphere, the tokens ``X`` (n, 3) as dots (those on the hidden
     hemisphere, as seen from the view ``elev``, ``azim`` in degrees, paler), and optionally
     their paths ``trails`` (k, n, 3) as thin lines. The axis gets an equal aspect and no
-    panes, ticks or grid. Returns ``ax``.
+    panes, ticks or grid. ``ax`` is a 3-D axis (``projection="3d"``). Returns ``ax``.
     """
     X = np.asarray(X, dtype=np.float64)
     if X.ndim != 2 or X.shape[1] != 3:

@@ -140,7 +140,7 @@ def self_attending_set(vertices: ArrayLike, A: ArrayLike, *,
         raise ValueError("A must be positive definite")
     tol = _checks.nonnegative_float(tol, "tol")
     scale = max(float(np.max(np.linalg.norm(W, axis=1))), np.finfo(float).tiny)
-    found = []
+    found: list[NDArray[np.float64]] = []
     for size in range(1, min(m, d + 1) + 1):
         for J in itertools.combinations(range(m), size):
             origin, basis = affine_frame(W[list(J)])

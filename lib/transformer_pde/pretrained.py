@@ -54,7 +54,7 @@ from __future__ import annotations
 import functools
 import importlib.resources
 from collections.abc import Sequence
-from pathlib import Path
+from importlib.resources.abc import Traversable
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
@@ -139,8 +139,13 @@ class ForwardPass(NamedTuple):
     attention_outputs: list
 
 
-def model_files() -> Path:
-    """Directory of the model files inside the installed package (``model/``)."""
+def model_files() -> Traversable:
+    """Directory of the model files inside the installed package (``model/``).
+
+    A :class:`importlib.resources.abc.Traversable`, not necessarily a file-system path (the
+    package may sit in a zip archive): read files with its ``joinpath(...).read_text()`` or
+    get a path with :func:`importlib.resources.as_file`.
+    """
     try:
         root = importlib.resources.files(MODEL_PACKAGE)
     except ModuleNotFoundError as err:  # pragma: no cover - environment problem
@@ -303,6 +308,7 @@ def encoder_layer(model: MiniLM, layer: int, X: ArrayLike
 
     Returns ``(output (n, d), attention matrices, attention output)``.
     """
+    X = _checks.points(X, "X")
     p = _layer(model, layer)
     att, P = self_attention(model, layer, X)
     Y = layer_norm(X + att, p["ln1_g"], p["ln1_b"], model.eps)

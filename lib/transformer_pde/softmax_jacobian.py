@@ -255,8 +255,8 @@ def equiangular_lipschitz(n: int, beta: float, rho: float) -> float:
     :cite:`chen2025critical,castin2024smooth`
     """
     B = equiangular_blocks(n, beta, rho)
-    return float(max(np.linalg.norm(B.trivial, 2), np.linalg.norm(B.standard, 2),
-                     abs(B.symmetric), abs(B.antisymmetric)))
+    return max(float(np.linalg.norm(B.trivial, 2)), float(np.linalg.norm(B.standard, 2)),
+               float(abs(B.symmetric)), float(abs(B.antisymmetric)))
 
 
 def equiangular_gradient_eta(n: int, beta: float, rho: float, d: int | None = None) -> float:

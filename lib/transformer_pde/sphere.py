@@ -592,7 +592,7 @@ def equiangular_clustering_time(rho0: float, n: int, beta: float, model: str,
     def reached(_, r):
         return r[0] - level
 
-    reached.terminal = True
+    reached.terminal = True  # type: ignore[attr-defined]  # solve_ivp reads event.terminal
     t_end = 1.0
     while True:  # the horizon is unknown in advance: double it until the event fires
         sol = solve_ivp(lambda _, r: [equiangular_rhs(min(r[0], 1.0), n, beta, model)],

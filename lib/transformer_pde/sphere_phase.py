@@ -72,7 +72,7 @@ def clustering_run(beta: float, n: int, d: int, T: float, h: float, rng: np.rand
         X0 = R.T / np.linalg.norm(R.T, axis=1, keepdims=True)
     field = sa_field(beta, tangent=False) if model == "sa" else usa_field(beta, tangent=False)
     stack = normalised_residual_stack(field, X0, L * h, L)
-    return clustered_pair_fraction(stack, threshold)
+    return np.asarray(clustered_pair_fraction(stack, threshold))  # (L + 1,) for a stack
 
 
 def phase_diagram(betas: ArrayLike, n: int, d: int, T: float, h: float, *, starts: int = 1,

@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import sympy as sp
 from numpy.typing import ArrayLike
 
@@ -115,20 +116,13 @@ def evaluate(expr: sp.Expr | sp.MatrixBase,
     subs = {}
     for sym_mat, val in values:
         rows, cols = sym_mat.shape
+        arr = np.asarray(val, dtype=np.float64)
         for i in range(rows):
             for j in range(cols):
-                v = val[i][j] if cols > 1 or _is_2d(val) else val[i]
+                v = arr[i, j] if arr.ndim == 2 else arr[i]
                 subs[sym_mat[i, j]] = sp.Float(float(v), 30)
     out = expr.xreplace(subs)
     return [[float(out[i, j]) for j in range(out.shape[1])] for i in range(out.shape[0])]
-
-
-def _is_2d(val):
-    try:
-        val[0][0]
-    except (TypeError, IndexError):
-        return False
-    return True
 
 
 # --------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ parameters (a Transformer with layer-dependent weights in the limit of infinite 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -222,7 +222,7 @@ def scale_interaction(P: dict[str, Any], c: float) -> dict[str, Any]:
 
 
 def moderate_interaction(P: dict[str, Any], alpha0: ArrayLike, Sigma0: ArrayLike, T: float,
-                         rho_max: float, *, scales: ArrayLike = (1.0, 0.8, 0.6, 0.4, 0.2, 0.1)
+                         rho_max: float, *, scales: Iterable[float] = (1.0, 0.8, 0.6, 0.4, 0.2, 0.1)
                          ) -> tuple[dict[str, Any], float, float]:
     r"""The first scale ``c`` of ``scales`` that keeps the interaction strength below ``rho_max``.
 
@@ -340,7 +340,7 @@ def particle_moment_errors(name: str, P: dict[str, Any], alpha0: ArrayLike, Sigm
     chol0 = np.linalg.cholesky(Sigma0)
     exact = tuple(m[-1] for m in gaussian_moments(name, P, alpha0, Sigma0, [0.0, T]))
     sq = np.empty((2, len(sizes), draws))
-    final = [] if keep else None
+    final: list[NDArray[np.float64]] | None = [] if keep else None
     with _progress.bar(len(sizes) * draws, progress, "particle_moment_errors") as shown:
         for k, n in enumerate(sizes):
             out = _progress.map_blocks(
@@ -348,7 +348,7 @@ def particle_moment_errors(name: str, P: dict[str, Any], alpha0: ArrayLike, Sigm
                 (name, P, alpha0, chol0, n, T, max_step, exact, keep), {}, n_jobs=n_jobs,
                 bar=shown)
             sq[:, k] = np.array([errors for errors, _ in out]).T
-            if keep:
+            if final is not None:
                 final.append(np.array([XT for _, XT in out]))
     return ParticleErrors(sq[0], sq[1], final)
 
@@ -359,7 +359,7 @@ def _distances_of_draw(key, clouds, alpha, chol):
     return (transport.wasserstein(X, fresh[0]), transport.wasserstein(fresh[1], fresh[0]))
 
 
-def sample_distances(clouds: ArrayLike, alpha: ArrayLike, Sigma: ArrayLike,
+def sample_distances(clouds: Sequence[ArrayLike], alpha: ArrayLike, Sigma: ArrayLike,
                      seed: int | Sequence[int], *,
                      n_jobs: int | None = None) -> NDArray[np.float64]:
     r"""Exact :math:`W_2` from point clouds to fresh samples of :math:`\mathcal N(\alpha, \Sigma)`.
@@ -379,11 +379,11 @@ def sample_distances(clouds: ArrayLike, alpha: ArrayLike, Sigma: ArrayLike,
     from . import draws as _draws
 
     alpha, Sigma = _checks.gaussian(alpha, Sigma)
-    clouds = [_checks.points(X, "clouds") for X in clouds]
-    if any(X.shape[1] != alpha.size for X in clouds):
+    arrays = [_checks.points(X, "clouds") for X in clouds]
+    if any(X.shape[1] != alpha.size for X in arrays):
         raise ValueError(f"clouds must have {alpha.size} columns, like alpha")
     seed = _checks.seed_key(seed)
     chol = np.linalg.cholesky(Sigma)
-    out = _draws.map_keys(_distances_of_draw, [[*seed, j] for j in range(len(clouds))],
-                          clouds, alpha, chol, n_jobs=n_jobs)
+    out = _draws.map_keys(_distances_of_draw, [[*seed, j] for j in range(len(arrays))],
+                          arrays, alpha, chol, n_jobs=n_jobs)
     return np.array(out)

@@ -142,7 +142,7 @@ def read_limit_rank(run: MomentTrajectory, P: ArrayLike, *, settled: float = 0.0
         raise ValueError("run must be a MomentTrajectory from integrate_moments")
     d = run.Sigma.shape[-1]
     P = _checks.matrix(P, "P", shape=(d, d))
-    if np.linalg.norm(P - P.T) > _checks.SYMMETRY_TOL * max(np.linalg.norm(P), 1e-300):
+    if np.linalg.norm(P - P.T) > _checks.SYMMETRY_TOL * max(float(np.linalg.norm(P)), 1e-300):
         raise ValueError("P must be symmetric")
     settled = _checks.positive_float(settled, "settled")
     collapsing = _checks.positive_float(collapsing, "collapsing")

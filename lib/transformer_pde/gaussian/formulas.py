@@ -29,8 +29,16 @@ def affine_moments_rhs(M: ArrayLike, b: ArrayLike, alpha: ArrayLike,
 
     Returns ``(dalpha, dSigma)``; ``dSigma`` is exactly symmetric.
     """
+    M, b = np.asarray(M, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    alpha, Sigma = np.asarray(alpha, dtype=np.float64), np.asarray(Sigma, dtype=np.float64)
     MS = M @ Sigma
     return M @ alpha + b, MS + MS.T
+
+
+def _symmetric_part(Sigma: ArrayLike) -> NDArray[np.float64]:
+    r""":math:`(\Sigma + \Sigma^\top)/2` as a float64 array."""
+    S = np.asarray(Sigma, dtype=np.float64)
+    return 0.5 * (S + S.T)
 
 
 def softmax_field(alpha: ArrayLike, Sigma: ArrayLike, A: ArrayLike,
@@ -64,7 +72,7 @@ def softmax_rhs(alpha: ArrayLike, Sigma: ArrayLike, A: ArrayLike,
     Returns ``(dalpha, dSigma)``.
     """
     M, b = softmax_field(alpha, Sigma, A, V)
-    return affine_moments_rhs(M, b, np.asarray(alpha, float), 0.5 * (Sigma + np.transpose(Sigma)))
+    return affine_moments_rhs(M, b, np.asarray(alpha, float), _symmetric_part(Sigma))
 
 
 def l2_field(alpha: ArrayLike, Sigma: ArrayLike, Q: ArrayLike, K: ArrayLike,
@@ -106,7 +114,7 @@ def l2_rhs(alpha: ArrayLike, Sigma: ArrayLike, Q: ArrayLike, K: ArrayLike,
     Returns ``(dalpha, dSigma)``.
     """
     M, b = l2_field(alpha, Sigma, Q, K, V)
-    return affine_moments_rhs(M, b, np.asarray(alpha, float), 0.5 * (Sigma + np.transpose(Sigma)))
+    return affine_moments_rhs(M, b, np.asarray(alpha, float), _symmetric_part(Sigma))
 
 
 def _sinkhorn_M(Sigma, A, V, epsilon):
@@ -203,7 +211,7 @@ def sinkhorn_rhs(alpha: ArrayLike, Sigma: ArrayLike, Q: ArrayLike, K: ArrayLike,
     Returns ``(dalpha, dSigma)``.
     """
     M, b = sinkhorn_field(alpha, Sigma, Q, K, V, epsilon=epsilon)
-    return affine_moments_rhs(M, b, np.asarray(alpha, float), 0.5 * (Sigma + np.transpose(Sigma)))
+    return affine_moments_rhs(M, b, np.asarray(alpha, float), _symmetric_part(Sigma))
 
 
 def sinkhorn_rhs_published(Sigma: ArrayLike, Q: ArrayLike, K: ArrayLike,
@@ -276,7 +284,7 @@ def multihead_rhs(alpha: ArrayLike, Sigma: ArrayLike, As: ArrayLike,
     (Castin et al., 2025). Returns ``(dalpha, dSigma)``.
     """
     M, b = multihead_field(alpha, Sigma, As, Vs)
-    return affine_moments_rhs(M, b, np.asarray(alpha, float), 0.5 * (Sigma + np.transpose(Sigma)))
+    return affine_moments_rhs(M, b, np.asarray(alpha, float), _symmetric_part(Sigma))
 
 
 # attach the affine fields so that integrate_moments can integrate a factor of Sigma
@@ -285,8 +293,10 @@ for _rhs, _field, _fast in ((softmax_rhs, softmax_field, _softmax_Mb),
                             (l2_rhs, l2_field, _l2_Mb),
                             (sinkhorn_rhs, sinkhorn_field, _sinkhorn_Mb),
                             (multihead_rhs, multihead_field, _multihead_Mb)):
-    _rhs.affine_field = _field
-    _rhs._unchecked_field = _fast
+    # the rhs.affine_field protocol of integrate_moments: attributes of a function, which
+    # mypy cannot declare
+    _rhs.affine_field = _field  # type: ignore[union-attr]
+    _rhs._unchecked_field = _fast  # type: ignore[union-attr]
 del _rhs, _field, _fast
 
 
@@ -447,7 +457,7 @@ def l2_growth_rate_bound(Q: ArrayLike, K: ArrayLike, V: ArrayLike) -> float:
         raise ValueError(f"K must be square (d, d) = ({d}, {d}) for this bound, got {K.shape}")
     V = _checks.matrix(V, "V", shape=(d, d))
     s_min = np.linalg.svd(K, compute_uv=False)[-1]
-    if s_min <= 1e-12 * max(np.linalg.norm(K, 2), 1e-300):
+    if s_min <= 1e-12 * max(float(np.linalg.norm(K, 2)), 1e-300):
         raise ValueError("K must be invertible for this bound")
     return float(np.linalg.norm(V, 2) * np.linalg.norm(K.T @ Q, 2) / s_min**2)
 

@@ -687,8 +687,9 @@ def softmax_mlp_rhs(alpha: ArrayLike, Sigma: ArrayLike, A: ArrayLike, V: ArrayLi
     return M @ alpha + c, MS + MS.T
 
 
-softmax_mlp_rhs.affine_field = softmax_mlp_field
-softmax_mlp_rhs._unchecked_field = _mlp_Mb
+# the rhs.affine_field protocol of integrate_moments (function attributes mypy cannot declare)
+softmax_mlp_rhs.affine_field = softmax_mlp_field  # type: ignore[attr-defined]
+softmax_mlp_rhs._unchecked_field = _mlp_Mb  # type: ignore[attr-defined]
 
 
 def identity_mlp_covariance(Sigma0: ArrayLike, A: ArrayLike, W: ArrayLike,
