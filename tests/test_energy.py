@@ -106,3 +106,58 @@ def test_energy_balance_bad_grids():
         energy.energy_balance(z[:3], np.array([0.0, 0.1, 0.3]), np.eye(2))
     with pytest.raises(ValueError, match="shape"):
         energy.energy_balance(z[0], np.linspace(0, 1, 3), np.eye(2))
+
+
+def _velocities(A):
+    def attention_velocity(s, Z):
+        return energy._rescaled_attention_velocity(s, Z, A)
+    return {"frozen": lambda s, Z: np.zeros_like(Z),
+            "z e^(t/4)": lambda s, Z: attention_velocity(s, Z) + Z / 4,
+            "z e^(-t/4)": lambda s, Z: attention_velocity(s, Z) - Z / 4}
+
+
+def test_energy_identity_gap_accepts_solutions_and_rejects_wrong_motions():
+    """The notebook's check, gap <= 1e-6 + allowance on every step: met on solutions (the
+    gap is the solver's, far inside the proven allowance), failed on every run by tokens
+    moving at another speed (z e^{+-t/4}) and by frozen tokens."""
+    from transformer_pde import clusters
+
+    rng = np.random.default_rng(6)
+    t = np.linspace(0.0, 12.0, 121)
+    for d, n in ((3, 32), (2, 20)):
+        A = np.eye(d)
+        Z0 = rng.normal(size=(6, n, d))
+        z, gaps, allowance = energy.energy_identity_gap(Z0, t, A)
+        assert np.all(gaps <= allowance) and allowance.max() < 1e-5
+        # the tokens are those of the chapter's solver (the same equation solved twice)
+        ref = clusters.integrate_draws(Z0, t, A, A, rtol=1e-12, atol=1e-14)
+        assert np.abs(z - ref).max() < 1e-8
+        for name, velocity in _velocities(A).items():
+            _, g, a = energy.energy_identity_gap(Z0, t, A, velocity=velocity)
+            assert np.all(np.any(g > 1e-6 + a, axis=0)), name
+            if name != "frozen":
+                assert np.all(g.max(axis=0) > 0.1), name
+
+
+def test_energy_identity_gap_against_the_simpson_balance():
+    """On a solution the exact increments of log E agree with Simpson's rule applied to the
+    rate at the grid points (an independent quadrature) to Simpson's error."""
+    rng = np.random.default_rng(7)
+    t = np.linspace(0.0, 2.0, 201)  # step 0.01: Simpson's error far below 1e-6
+    Z0 = rng.normal(size=(1, 10, 2))
+    z, gaps, _ = energy.energy_identity_gap(Z0, t, np.eye(2))
+    assert energy.energy_balance(z[:, 0], t, np.eye(2)).max() < 1e-6
+    assert gaps.max() < 1e-9
+
+
+def test_energy_identity_gap_bad_inputs():
+    with pytest.raises(ValueError, match="Z0"):
+        energy.energy_identity_gap(np.ones((3, 2)), np.linspace(0, 1, 3), np.eye(2))
+    with pytest.raises(ValueError, match="times"):
+        energy.energy_identity_gap(np.ones((1, 3, 2)), np.array([0.0, 0.0, 1.0]), np.eye(2))
+    with pytest.raises(ValueError, match="velocity"):
+        energy.energy_identity_gap(np.ones((1, 3, 2)), np.linspace(0, 1, 3), np.eye(2),
+                                   velocity=1.0)
+    with pytest.raises(ValueError, match="accuracy"):
+        energy.energy_identity_gap(np.ones((1, 3, 2)), np.linspace(0, 1, 3), np.eye(2),
+                                   accuracy=0.0)
