@@ -4,7 +4,13 @@ Each checker returns a float64 array and raises :class:`ValueError` naming the a
 what was expected. Complex input is rejected (never cut to its real part).
 """
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
+from numpy.typing import NDArray
+
+FloatArray = NDArray[np.float64]
 
 WEIGHT_SUM_TOL = 1e-9
 
@@ -15,7 +21,7 @@ SYMMETRY_TOL = 1e-10
 PSD_TOL = 1e-10
 
 
-def real_array(x, name):
+def real_array(x: Any, name: str) -> FloatArray:
     """``x`` as a float64 array; ``ValueError`` naming ``name`` if it is complex or not
     numeric."""
     if np.iscomplexobj(x):
@@ -27,7 +33,7 @@ def real_array(x, name):
                          f"{type(x).__name__}") from None
 
 
-def flag(x, name):
+def flag(x: Any, name: str) -> bool:
     """``True`` or ``False`` (a Python or NumPy bool; a string such as ``"no"`` or a number
     is refused rather than read by its truth value)."""
     if not isinstance(x, (bool, np.bool_)):
@@ -35,7 +41,7 @@ def flag(x, name):
     return bool(x)
 
 
-def points(X, name="X"):
+def points(X: Any, name: str = "X") -> FloatArray:
     """A finite float64 array of shape ``(n, d)`` with ``n >= 1`` and ``d >= 1``."""
     arr = real_array(X, name)
     if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] < 1:
@@ -46,7 +52,8 @@ def points(X, name="X"):
     return arr
 
 
-def matrix(M, name, shape=None, *, cols=None, square=False):
+def matrix(M: Any, name: str, shape: Sequence[int] | None = None, *, cols: int | None = None,
+           square: bool = False) -> FloatArray:
     """A finite float64 2-D array, optionally of an exact ``shape`` or with ``cols`` columns."""
     arr = real_array(M, name)
     if arr.ndim != 2:
@@ -63,7 +70,7 @@ def matrix(M, name, shape=None, *, cols=None, square=False):
     return arr
 
 
-def query_key(Q, K, d):
+def query_key(Q: Any, K: Any, d: int) -> tuple[FloatArray, FloatArray]:
     """Query and key matrices of the same shape ``(k, d)``."""
     Q = matrix(Q, "Q", cols=d)
     K = matrix(K, "K", cols=d)
@@ -72,7 +79,7 @@ def query_key(Q, K, d):
     return Q, K
 
 
-def stack(Ms, name, *, cols):
+def stack(Ms: Any, name: str, *, cols: int) -> FloatArray:
     """A finite float64 array of shape ``(H, rows, cols)`` with ``H >= 1``."""
     arr = real_array(Ms, name)
     if arr.ndim != 3 or arr.shape[0] < 1 or arr.shape[2] != cols:
@@ -82,7 +89,7 @@ def stack(Ms, name, *, cols):
     return arr
 
 
-def weights(w, n, name="weights"):
+def weights(w: Any, n: int, name: str = "weights") -> FloatArray:
     """Probability weights of shape ``(n,)``: finite, non-negative, summing to one.
 
     ``None`` means uniform weights ``1/n``.
@@ -102,7 +109,7 @@ def weights(w, n, name="weights"):
     return arr
 
 
-def positions(s, n, name):
+def positions(s: Any, n: int, name: str) -> FloatArray:
     """Positions in ``[0, 1]`` of shape ``(n,)``, one per atom (the sequence axis of masking)."""
     arr = real_array(s, name)
     if arr.shape != (n,):
@@ -116,14 +123,14 @@ def positions(s, n, name):
     return arr
 
 
-def positive_int(k, name):
+def positive_int(k: Any, name: str) -> int:
     """An integer ``>= 1``."""
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ValueError(f"{name} must be a positive integer, got {k!r}")
     return int(k)
 
 
-def int_at_least(k, name, low):
+def int_at_least(k: Any, name: str, low: int) -> int:
     """An integer ``>= low`` (``low >= 1``)."""
     k = positive_int(k, name)
     if k < low:
@@ -131,7 +138,7 @@ def int_at_least(k, name, low):
     return k
 
 
-def _scalar(x):
+def _scalar(x: Any) -> float:
     """``float(x)``, refusing complex numbers (``TypeError``) instead of dropping their
     imaginary part."""
     if np.iscomplexobj(x):
@@ -139,7 +146,7 @@ def _scalar(x):
     return float(x)
 
 
-def positive_float(x, name):
+def positive_float(x: Any, name: str) -> float:
     """A finite float ``> 0``."""
     try:
         val = _scalar(x)
@@ -150,7 +157,7 @@ def positive_float(x, name):
     return val
 
 
-def float_at_least(x, name, low, wording=None):
+def float_at_least(x: Any, name: str, low: float, wording: str | None = None) -> float:
     """A finite float ``>= low``; ``wording`` names the condition in errors (default
     ``"number >= low"``)."""
     wording = wording or f"number >= {low:g}"
@@ -163,7 +170,7 @@ def float_at_least(x, name, low, wording=None):
     return val
 
 
-def finite_float(x, name):
+def finite_float(x: Any, name: str) -> float:
     """A finite real number."""
     try:
         val = _scalar(x)
@@ -174,12 +181,13 @@ def finite_float(x, name):
     return val
 
 
-def nonnegative_float(x, name):
+def nonnegative_float(x: Any, name: str) -> float:
     """A finite float ``>= 0`` (a tolerance, a radius)."""
     return float_at_least(x, name, 0.0, "non-negative number")
 
 
-def moments(alpha, Sigma, alpha_name="alpha", Sigma_name="Sigma"):
+def moments(alpha: Any, Sigma: Any, alpha_name: str = "alpha",
+            Sigma_name: str = "Sigma") -> tuple[FloatArray, FloatArray]:
     """A mean ``(d,)`` and a symmetric positive semi-definite covariance ``(d, d)`` (within
     :data:`SYMMETRY_TOL` and :data:`PSD_TOL`), as float arrays; ``Sigma`` is returned
     symmetrised."""
@@ -202,7 +210,7 @@ def moments(alpha, Sigma, alpha_name="alpha", Sigma_name="Sigma"):
     return alpha, Sigma
 
 
-def gaussian(alpha, Sigma):
+def gaussian(alpha: Any, Sigma: Any) -> tuple[FloatArray, FloatArray]:
     """A mean ``(d,)`` and a symmetric positive *definite* covariance ``(d, d)``."""
     alpha, Sigma = moments(alpha, Sigma)
     if np.linalg.eigvalsh(Sigma)[0] <= 0:
@@ -210,7 +218,7 @@ def gaussian(alpha, Sigma):
     return alpha, Sigma
 
 
-def seed_key(seed):
+def seed_key(seed: Any) -> list[int]:
     """A seed as a list of non-negative ints (one int or a 1-D sequence of them)."""
     key = [int(s) for s in np.atleast_1d(np.asarray(seed))]
     if not key or any(s < 0 for s in key) or np.ndim(seed) > 1:
@@ -218,7 +226,7 @@ def seed_key(seed):
     return key
 
 
-def points_and_hull(points_, hull_points):
+def points_and_hull(points_: Any, hull_points: Any) -> tuple[FloatArray, FloatArray]:
     """``(points, hull_points)`` as points with the same number of columns."""
     Y = points(points_, "points")
     H = points(hull_points, "hull_points")
@@ -228,7 +236,7 @@ def points_and_hull(points_, hull_points):
     return Y, H
 
 
-def increasing_times(times, name="times"):
+def increasing_times(times: Any, name: str = "times") -> FloatArray:
     """A finite, strictly increasing 1-D float array with at least two entries."""
     t = real_array(times, name)
     if t.ndim != 1 or t.size < 2:

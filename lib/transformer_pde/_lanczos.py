@@ -102,7 +102,7 @@ class NormalOperator:
         self.gram = _contiguous(lin.Vcat @ lin.Vcat.T)  # (H r, H r)
         self.count = 0
         self._work = {}
-        self._arena = [None]  # shared with the astype copy
+        self._arena: list[np.ndarray | None] = [None]  # shared with the astype copy
 
     def astype(self, dtype):
         """The same operator with its arrays in ``dtype`` (nothing recomputed), views of one
@@ -284,7 +284,8 @@ def lanczos(op, v0, *, target, max_basis, max_products, lower2=-np.inf, floor=0.
     tmp = np.empty(N, dtype=dtype)  # in-place updates: no fresh vector (page faults) per step
     while True:
         basis[0] = q
-        alpha, beta = [], []
+        alpha: list[float] = []
+        beta: list[float] = []
         for j in range(max_basis):
             if op.count >= max_products:
                 y = vecs[:, -1] @ basis[:j] if j else q

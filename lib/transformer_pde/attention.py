@@ -71,7 +71,9 @@ def _inner_logits(AY, X):
     def block(start, stop, ncols, out=None):
         return np.matmul(AY[start:stop], X[:ncols].T, out=out)
 
-    block.factors = (AY, X.T)  # logits = AY @ X.T, for the fused path
+    # logits = AY @ X.T, for the fused path (an attribute of the function: mypy cannot
+    # declare it)
+    block.factors = (AY, X.T)  # type: ignore[attr-defined]
     return block
 
 
@@ -86,9 +88,9 @@ def _l2_logits(QY, KX):
         out -= sq[:ncols]
         return out
 
-    # the same logits as one product, for the fused path
-    block.factors = (np.hstack([2.0 * QY, -np.ones((QY.shape[0], 1))]),
-                     np.vstack([KX.T, sq]))
+    # the same logits as one product, for the fused path (a function attribute, see above)
+    factors = (np.hstack([2.0 * QY, -np.ones((QY.shape[0], 1))]), np.vstack([KX.T, sq]))
+    block.factors = factors  # type: ignore[attr-defined]
     return block
 
 

@@ -190,8 +190,8 @@ class LipschitzResult(NamedTuple):
     """
 
     value: float
-    right: np.ndarray
-    left: np.ndarray
+    right: np.ndarray | None
+    left: np.ndarray | None
     matvecs: int
 
 
@@ -723,7 +723,9 @@ def _compressed(lin, d):
             U = _orth_rows(stacked)
     Vcat = lin.Vcat
     if Vcat.shape[0] < Vcat.shape[1]:
-        Vcat = np.linalg.qr(Vcat.T, mode="r").T  # (H r, H r): same row norms of products
+        # (H r, H r): same row norms of products; numpy's stub gives qr(mode="r") the type
+        # of the full factorisation (QRResult), but it returns the array R
+        Vcat = np.linalg.qr(Vcat.T, mode="r").T  # type: ignore[attr-defined]
     if U is None:
         return lin._replace(Vcat=Vcat), None
     heads = h._replace(Q=h.Q @ U, K=h.K @ U, V_in=h.V_in @ U)

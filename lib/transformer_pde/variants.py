@@ -145,9 +145,10 @@ def uniform_ball(gen: np.random.Generator, n: int, d: int = 2) -> NDArray[np.flo
     return out[:n]
 
 
-_MOMENT_RHS = {"softmax": (gaussian.softmax_rhs, ("A", "V")),
-               "l2": (gaussian.l2_rhs, ("Q", "K", "V")),
-               "multihead": (gaussian.multihead_rhs, ("As", "Vs"))}
+_MOMENT_RHS: dict[str, tuple[Callable[..., Any], tuple[str, ...]]] = {
+    "softmax": (gaussian.softmax_rhs, ("A", "V")),
+    "l2": (gaussian.l2_rhs, ("Q", "K", "V")),
+    "multihead": (gaussian.multihead_rhs, ("As", "Vs"))}
 
 
 def gaussian_moments(name: str, P: dict[str, Any], alpha0: ArrayLike, Sigma0: ArrayLike,
