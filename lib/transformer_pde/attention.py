@@ -128,6 +128,28 @@ def softmax(X: ArrayLike, A: ArrayLike, V: ArrayLike, *, weights: ArrayLike | No
     -------
     array (m, p)
         Row ``i`` is :math:`\Gamma_\mu(y_i)`.
+
+    Raises
+    ------
+    ValueError
+        If an array has the wrong shape or non-finite entries, the weights are not a
+        probability vector, ``causal`` is not a bool, or ``causal=True`` with ``m != n``
+        queries.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]])
+    >>> Y = softmax(X, np.zeros((2, 2)), np.eye(2))  # A = 0: every token sees the mean
+    >>> bool(np.allclose(Y, X.mean(axis=0)))
+    True
+    >>> Y = softmax(X, np.eye(2), np.eye(2), causal=True)  # token 0 sees itself only
+    >>> bool(np.allclose(Y[0], X[0]))
+    True
+
+    References
+    ----------
+    :cite:`vaswani2017attention,castin2025unified`
     """
     X, _, Y, logw = _setup(X, weights, queries, causal)
     d = X.shape[1]
@@ -149,6 +171,45 @@ def softmax_matrix(X: ArrayLike, A: ArrayLike, *, weights: ArrayLike | None = No
         P_{ij} = \frac{w_j e^{\langle A y_i, x_j\rangle}}{\sum_k w_k e^{\langle A y_i, x_k\rangle}}
 
     Dense (use for moderate sizes); with it, ``softmax(X, A, V) == P @ X @ V.T``.
+
+    Parameters
+    ----------
+    X : array (n, d)
+        Tokens, the atoms of :math:`\mu`.
+    A : array (d, d)
+        Key-query matrix :math:`K^\top Q`.
+    weights : array (n,), optional
+        Weights of the atoms (non-negative, summing to one); uniform by default.
+    causal : bool
+        Masked attention: query ``i`` attends to tokens ``j <= i`` only.
+    queries : array (m, d), optional
+        Points where :math:`\Gamma_\mu` is evaluated; the tokens themselves by default.
+
+    Returns
+    -------
+    array (m, n)
+        Non-negative, each row summing to one; zero above the diagonal when ``causal``.
+
+    Raises
+    ------
+    ValueError
+        If an array has the wrong shape or non-finite entries, the weights are not a
+        probability vector, ``causal`` is not a bool, or ``causal=True`` with ``m != n``
+        queries.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]])
+    >>> P = softmax_matrix(X, np.eye(2), causal=True)
+    >>> bool(np.allclose(P.sum(axis=1), 1.0) and np.all(np.triu(P, 1) == 0.0))
+    True
+    >>> bool(np.allclose(P @ X, softmax(X, np.eye(2), np.eye(2), causal=True)))
+    True
+
+    References
+    ----------
+    :cite:`vaswani2017attention,castin2025unified`
     """
     X, _, Y, logw = _setup(X, weights, queries, causal)
     d = X.shape[1]
@@ -173,6 +234,47 @@ def l2(X: ArrayLike, Q: ArrayLike, K: ArrayLike, V: ArrayLike, *,
 
     ``Q`` and ``K`` have shape ``(k, d)``, ``V`` shape ``(p, d)``; the other arguments are
     those of :func:`softmax`.
+
+    Parameters
+    ----------
+    X : array (n, d)
+        Tokens, the atoms of :math:`\mu`.
+    Q, K : array (k, d)
+        Query and key matrices.
+    V : array (p, d)
+        Value matrix.
+    weights : array (n,), optional
+        Weights of the atoms (non-negative, summing to one); uniform by default.
+    causal : bool
+        Masked attention: query ``i`` attends to tokens ``j <= i`` only.
+    queries : array (m, d), optional
+        Points where :math:`\Gamma_\mu` is evaluated; the tokens themselves by default.
+    chunk_size : int, optional
+        Queries processed at once (memory ``O(chunk_size * n)``); chosen automatically.
+
+    Returns
+    -------
+    array (m, p)
+        Row ``i`` is :math:`\Gamma_\mu(y_i)`.
+
+    Raises
+    ------
+    ValueError
+        If an array has the wrong shape or non-finite entries, the weights are not a
+        probability vector, ``causal`` is not a bool, or ``causal=True`` with ``m != n``
+        queries.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]])
+    >>> Z = np.zeros((1, 2))  # Q = K = 0: constant logits, every token sees the mean
+    >>> bool(np.allclose(l2(X, Z, Z, np.eye(2)), X.mean(axis=0)))
+    True
+
+    References
+    ----------
+    :cite:`kim2021lipschitz,castin2025unified`
     """
     X, _, Y, logw = _setup(X, weights, queries, causal)
     d = X.shape[1]
@@ -189,6 +291,47 @@ def l2_matrix(X: ArrayLike, Q: ArrayLike, K: ArrayLike, *, weights: ArrayLike | 
     r"""The L2 attention matrix :math:`P_{ij} \propto w_j e^{-|Q y_i - K x_j|^2}`, row-stochastic.
 
     Dense ``(m, n)``; with it, ``l2(X, Q, K, V) == P @ X @ V.T``.
+
+    Parameters
+    ----------
+    X : array (n, d)
+        Tokens, the atoms of :math:`\mu`.
+    Q, K : array (k, d)
+        Query and key matrices.
+    weights : array (n,), optional
+        Weights of the atoms (non-negative, summing to one); uniform by default.
+    causal : bool
+        Masked attention: query ``i`` attends to tokens ``j <= i`` only.
+    queries : array (m, d), optional
+        Points where :math:`\Gamma_\mu` is evaluated; the tokens themselves by default.
+
+    Returns
+    -------
+    array (m, n)
+        Non-negative, each row summing to one; zero above the diagonal when ``causal``.
+
+    Raises
+    ------
+    ValueError
+        If an array has the wrong shape or non-finite entries, the weights are not a
+        probability vector, ``causal`` is not a bool, or ``causal=True`` with ``m != n``
+        queries.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]])
+    >>> P = l2_matrix(X, np.eye(2), np.eye(2))
+    >>> bool(np.allclose(P.sum(axis=1), 1.0))
+    True
+    >>> P.argmax(axis=1).tolist()  # Q = K = I: the largest weight on the nearest token
+    [0, 1, 2]
+    >>> bool(np.allclose(P @ X, l2(X, np.eye(2), np.eye(2), np.eye(2))))
+    True
+
+    References
+    ----------
+    :cite:`kim2021lipschitz`
     """
     X, _, Y, logw = _setup(X, weights, queries, causal)
     Q, K = _checks.query_key(Q, K, X.shape[1])
@@ -280,6 +423,50 @@ def sinkhorn_kernel(X: ArrayLike, Q: ArrayLike, K: ArrayLike, *,
     normalisation; ``RuntimeError`` after ``max_steps``); an integer performs exactly that
     many normalisation steps (``n_steps=1``: L2 attention's kernel, normalised in y).
     Computed in the log domain on the dense ``(n, n)`` cost.
+
+    Parameters
+    ----------
+    X : array (n, d)
+        Tokens, the atoms of :math:`\mu`.
+    Q, K : array (k, d)
+        Query and key matrices.
+    weights : array (n,), optional
+        Weights of the atoms (non-negative, summing to one); uniform by default.
+    n_steps : int, optional
+        Number of normalisation steps; ``None`` iterates to convergence.
+    tol : float
+        Column marginal error at which the iteration stops (``n_steps=None``).
+    max_steps : int
+        Most steps before ``RuntimeError`` (``n_steps=None``).
+
+    Returns
+    -------
+    array (n, n)
+        :math:`k_{ij}`; ``w[:, None] * k * w[None, :]`` is the transport plan.
+
+    Raises
+    ------
+    ValueError
+        If an array has the wrong shape or non-finite entries, the weights are not a
+        probability vector, or ``n_steps``, ``tol``, ``max_steps`` are not positive.
+    RuntimeError
+        If the iteration has not converged after ``max_steps`` steps.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 2.0]])
+    >>> k = sinkhorn_kernel(X, np.eye(2), np.eye(2))
+    >>> w = np.full(3, 1 / 3)
+    >>> bool(np.allclose(k @ w, 1.0) and np.allclose(w @ k, 1.0))  # doubly stochastic
+    True
+    >>> k1 = sinkhorn_kernel(X, np.eye(2), np.eye(2), n_steps=1)
+    >>> bool(np.allclose(k1 * w, l2_matrix(X, np.eye(2), np.eye(2))))  # one step: L2's
+    True
+
+    References
+    ----------
+    :cite:`sander2022sinkformers,cuturi2013sinkhorn,castin2025unified`
     """
     X, w, Q, K, (f, g, _, _, _) = _sinkhorn_setup(X, Q, K, weights, n_steps, tol, max_steps)
     logk0 = -_sq_cost(X @ Q.T, X @ K.T)
@@ -304,6 +491,48 @@ def sinkhorn(X: ArrayLike, Q: ArrayLike, K: ArrayLike, V: ArrayLike, *,
     the kernel of :func:`sinkhorn_kernel` after that many steps (for an even number, its rows
     do not sum to one). The potentials need the dense ``(n, n)`` cost.
     There is no causal variant: the column normalisation couples all tokens.
+
+    Parameters
+    ----------
+    X : array (n, d)
+        Tokens, the atoms of :math:`\mu`.
+    Q, K : array (k, d)
+        Query and key matrices.
+    V : array (p, d)
+        Value matrix.
+    weights : array (n,), optional
+        Weights of the atoms (non-negative, summing to one); uniform by default.
+    queries : array (m, d), optional
+        Points where :math:`\Gamma_\mu` is evaluated; the tokens themselves by default.
+    n_steps, tol, max_steps
+        As in :func:`sinkhorn_kernel`.
+    chunk_size : int, optional
+        Queries processed at once; chosen automatically.
+
+    Returns
+    -------
+    array (m, p)
+        Row ``i`` is :math:`\Gamma_\mu(y_i)`.
+
+    Raises
+    ------
+    ValueError
+        As :func:`sinkhorn_kernel`, or ``queries``/``V`` of the wrong shape.
+    RuntimeError
+        If the iteration has not converged after ``max_steps`` steps.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 2.0]])
+    >>> I = np.eye(2)
+    >>> k = sinkhorn_kernel(X, I, I)
+    >>> bool(np.allclose(sinkhorn(X, I, I, I), (k / 3) @ X))  # the kernel's average
+    True
+
+    References
+    ----------
+    :cite:`sander2022sinkformers,castin2025unified`
     """
     X, w, Q, K, (_, g, g_row, _, _) = _sinkhorn_setup(X, Q, K, weights, n_steps, tol,
                                                        max_steps)
@@ -357,6 +586,49 @@ def sigmoid(X: ArrayLike, A: ArrayLike, V: ArrayLike, *, weights: ArrayLike | No
     reproduce theirs exactly. With ``causal=True``, query ``i`` uses the restriction of
     :math:`\mu` to tokens ``j <= i`` renormalised to a probability measure (the masked
     convention :math:`f^m(X)_i = f(x_1, \dots, x_i)_i`).
+
+    Parameters
+    ----------
+    X : array (n, d)
+        Tokens, the atoms of :math:`\mu`.
+    A : array (d, d)
+        Key-query matrix.
+    V : array (p, d)
+        Value matrix.
+    weights : array (n,), optional
+        Weights of the atoms (non-negative, summing to one); uniform by default.
+    causal : bool
+        Masked attention: query ``i`` attends to tokens ``j <= i`` only.
+    queries : array (m, d), optional
+        Points where :math:`\Gamma_\mu` is evaluated; the tokens themselves by default.
+    bias : float
+        The bias :math:`b` inside the sigmoid.
+    chunk_size : int, optional
+        Queries processed at once; chosen automatically.
+
+    Returns
+    -------
+    array (m, p)
+        Row ``i`` is :math:`\Gamma_\mu(y_i)`.
+
+    Raises
+    ------
+    ValueError
+        If an array has the wrong shape or non-finite entries, the weights are not a
+        probability vector, ``causal`` is not a bool, or ``causal=True`` with ``m != n``
+        queries.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]])
+    >>> Y = sigmoid(X, np.zeros((2, 2)), np.eye(2))  # sigma(0) = 1/2 on every pair
+    >>> bool(np.allclose(Y, X.mean(axis=0) / 2))
+    True
+
+    References
+    ----------
+    :cite:`ramapuram2025sigmoid`
     """
     X, w, Y, _ = _setup(X, weights, queries, causal)
     n, d = X.shape
@@ -397,6 +669,48 @@ def multihead(X: ArrayLike, As: ArrayLike, Vs: ArrayLike, *, weights: ArrayLike 
     ``Vs[h]``, the output projection :math:`W_h` folded in (:math:`V_h \leftarrow W_h V_h`),
     as in Castin et al. (2024, 2025). ``As`` has shape ``(H, d, d)``, ``Vs`` shape
     ``(H, p, d)``.
+
+    Parameters
+    ----------
+    X : array (n, d)
+        Tokens, the atoms of :math:`\mu`.
+    As : array (H, d, d)
+        Key-query matrices of the heads, :math:`H \ge 1`.
+    Vs : array (H, p, d)
+        Value matrices of the heads (output projections folded in).
+    weights : array (n,), optional
+        Weights of the atoms (non-negative, summing to one); uniform by default.
+    causal : bool
+        Masked attention: query ``i`` attends to tokens ``j <= i`` only.
+    queries : array (m, d), optional
+        Points where :math:`\Gamma_\mu` is evaluated; the tokens themselves by default.
+    chunk_size : int, optional
+        Queries processed at once; chosen automatically.
+
+    Returns
+    -------
+    array (m, p)
+        Row ``i`` is :math:`\Gamma_\mu(y_i)`, the sum of the heads.
+
+    Raises
+    ------
+    ValueError
+        If an array has the wrong shape or non-finite entries, the weights are not a
+        probability vector, ``causal`` is not a bool, or ``causal=True`` with ``m != n``
+        queries.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]])
+    >>> As, Vs = np.stack([np.eye(2), -np.eye(2)]), np.stack([np.eye(2), 2 * np.eye(2)])
+    >>> heads = softmax(X, As[0], Vs[0]) + softmax(X, As[1], Vs[1])
+    >>> bool(np.allclose(multihead(X, As, Vs), heads))
+    True
+
+    References
+    ----------
+    :cite:`castin2024smooth,castin2025unified`
     """
     X = _checks.points(X, "X")
     d = X.shape[1]
