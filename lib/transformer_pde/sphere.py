@@ -87,6 +87,30 @@ def normalise(X: ArrayLike) -> NDArray[np.float64]:
     r"""Rows put on the unit sphere, :math:`x_i / |x_i|` (layer normalisation without gain).
 
     A zero row raises :class:`ValueError`.
+
+    Parameters
+    ----------
+    X : array (n, d)
+        Tokens as rows, none of them zero.
+
+    Returns
+    -------
+    array (n, d)
+        The rows divided by their Euclidean norms.
+
+    Raises
+    ------
+    ValueError
+        If ``X`` is not a finite 2-D array or has a zero row.
+
+    Examples
+    --------
+    >>> normalise([[3.0, 4.0], [0.0, -2.0]]).tolist()
+    [[0.6, 0.8], [0.0, -1.0]]
+
+    References
+    ----------
+    :cite:`geshkovski2025mathematical`
     """
     X = _checks.points(X, "X")
     return X / _norms(X, "X")
@@ -98,6 +122,32 @@ def tangent_projection(X: ArrayLike, Y: ArrayLike) -> NDArray[np.float64]:
     The orthogonal projection of :math:`y_i` on :math:`x_i^\perp`, the tangent space of the
     sphere at :math:`x_i/|x_i|`; on the unit sphere it is :math:`y - \langle x, y\rangle x`
     (Geshkovski et al., 2025). ``X`` and ``Y`` have the same shape ``(n, d)``.
+
+    Parameters
+    ----------
+    X : array (n, d)
+        Base points, none of them zero.
+    Y : array (n, d)
+        Vectors to project, row ``i`` at ``X[i]``.
+
+    Returns
+    -------
+    array (n, d)
+        Row ``i`` orthogonal to ``X[i]``.
+
+    Raises
+    ------
+    ValueError
+        If the shapes differ, an entry is not finite, or ``X`` has a zero row.
+
+    Examples
+    --------
+    >>> tangent_projection([[0.0, 0.0, 2.0]], [[1.0, 2.0, 3.0]]).tolist()
+    [[1.0, 2.0, 0.0]]
+
+    References
+    ----------
+    :cite:`geshkovski2025mathematical`
     """
     X = _checks.points(X, "X")
     Y = _checks.points(Y, "Y")
@@ -138,6 +188,26 @@ def sphere_drift(trajectory: ArrayLike) -> float:
     r"""Largest distance to the sphere along a trajectory.
 
     .. math::  \max_{k,i} \big|\,|x_i(t_k)| - 1\big|
+
+    Parameters
+    ----------
+    trajectory : array (..., n, d)
+        Tokens as rows, e.g. ``(len(times), n, d)`` from :func:`integrate_on_sphere`.
+
+    Returns
+    -------
+    float
+        The largest :math:`\big||x| - 1\big|` over every row.
+
+    Raises
+    ------
+    ValueError
+        If ``trajectory`` has fewer than two axes.
+
+    Examples
+    --------
+    >>> sphere_drift([[[1.0, 0.0], [0.0, 1.5]]])
+    0.5
     """
     traj = np.asarray(trajectory, dtype=np.float64)
     if traj.ndim < 2:
@@ -219,6 +289,30 @@ def uniform_on_sphere(n: int, d: int, rng: np.random.Generator) -> NDArray[np.fl
     r"""``n`` independent points uniform on :math:`\mathbb{S}^{d-1}` (normalised Gaussians).
 
     ``rng`` is a :class:`numpy.random.Generator`.
+
+    Parameters
+    ----------
+    n, d : int
+        Number of points and dimension of the ambient space, both at least 1.
+    rng : numpy.random.Generator
+        Source of the Gaussian draws.
+
+    Returns
+    -------
+    array (n, d)
+        Unit rows.
+
+    Raises
+    ------
+    ValueError
+        If ``n`` or ``d`` is not a positive integer or ``rng`` is not a Generator.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = uniform_on_sphere(5, 3, np.random.default_rng(0))
+    >>> X.shape, bool(np.allclose(np.linalg.norm(X, axis=1), 1.0))
+    ((5, 3), True)
     """
     n = _checks.positive_int(n, "n")
     d = _checks.positive_int(d, "d")
@@ -255,6 +349,39 @@ def energy(X: ArrayLike, beta: float = 1.0, D: ArrayLike | None = None,
 
     The energy is a function of the *directions* only if the tokens are unit vectors: evaluate
     it on exactly normalised tokens (:func:`normalise`).
+
+    Parameters
+    ----------
+    X : array (n, d)
+        Tokens, the atoms of :math:`\mu`.
+    beta : float
+        Inverse temperature :math:`\beta > 0`.
+    D : array (d, d), optional
+        Interaction matrix; the identity by default.
+    weights : array (n,), optional
+        Weights of the atoms (non-negative, summing to one); uniform by default.
+
+    Returns
+    -------
+    float
+        :math:`E_\beta(\mu)`.
+
+    Raises
+    ------
+    ValueError
+        If an array has the wrong shape or non-finite entries, the weights are not a
+        probability vector, or ``beta`` is not a positive finite number.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.array([[1.0, 0.0], [1.0, 0.0]])  # a Dirac mass: E = e^beta / (2 beta)
+    >>> bool(np.isclose(energy(X, 2.0), np.exp(2.0) / 4.0))
+    True
+
+    References
+    ----------
+    :cite:`geshkovski2025mathematical,burger2025analysis`
     """
     X = _checks.points(X, "X")
     n, d = X.shape
@@ -283,6 +410,42 @@ def usa(X: ArrayLike, beta: float = 1.0, D: ArrayLike | None = None, *,
 
     ``queries`` (m, d): evaluate the field of the measure at other points (projected on their
     tangent spaces). Returns an array of shape (m, d) (``m = n`` by default).
+
+    Parameters
+    ----------
+    X : array (n, d)
+        Tokens, the atoms of the measure (unit rows for the dynamics on the sphere).
+    beta : float
+        Inverse temperature :math:`\beta \ge 0`.
+    D : array (d, d), optional
+        Interaction matrix; the identity by default.
+    weights : array (n,), optional
+        Weights of the atoms (non-negative, summing to one); uniform by default.
+    queries : array (m, d), optional
+        Points where the field is evaluated; the tokens themselves by default.
+
+    Returns
+    -------
+    array (m, d)
+        Row ``i`` is the field at ``queries[i]``, tangent there.
+
+    Raises
+    ------
+    ValueError
+        If an array has the wrong shape or non-finite entries, the weights are not a
+        probability vector, or ``beta`` is negative or not finite.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.array([[1.0, 0.0], [0.0, 1.0]])
+    >>> V = usa(X, 0.0)  # beta = 0: each token moves towards the other, at half its pull
+    >>> bool(np.allclose(V, [[0.0, 0.5], [0.5, 0.0]]))
+    True
+
+    References
+    ----------
+    :cite:`geshkovski2025mathematical,burger2025analysis`
     """
     X = _checks.points(X, "X")
     n, d = X.shape
@@ -309,6 +472,46 @@ def sa(X: ArrayLike, beta: float = 1.0, Q: ArrayLike | None = None, K: ArrayLike
     and ``K`` have shape (k, d), ``V`` (d, d), each the identity by default. The softmax is
     computed stably (largest logit of each row subtracted); it equals
     :func:`transformer_pde.attention.softmax` with :math:`A = \beta K^\top Q`, projected.
+
+    Parameters
+    ----------
+    X : array (n, d)
+        Tokens, the atoms of the measure (unit rows for the dynamics on the sphere).
+    beta : float
+        Inverse temperature :math:`\beta \ge 0`.
+    Q, K : array (k, d), optional
+        Query and key matrices; the identity by default.
+    V : array (d, d), optional
+        Value matrix; the identity by default.
+    weights : array (n,), optional
+        Weights of the atoms (non-negative, summing to one); uniform by default.
+    queries : array (m, d), optional
+        Points where the field is evaluated; the tokens themselves by default.
+
+    Returns
+    -------
+    array (m, d)
+        Row ``i`` is the field at ``queries[i]``, tangent there.
+
+    Raises
+    ------
+    ValueError
+        If an array has the wrong shape or non-finite entries, ``Q`` and ``K`` differ in
+        shape, the weights are not a probability vector, or ``beta`` is negative or not
+        finite.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from transformer_pde import attention
+    >>> X = normalise([[1.0, 0.0], [1.0, 1.0], [0.0, 1.0]])
+    >>> F = attention.softmax(X, 3.0 * np.eye(2), np.eye(2))
+    >>> bool(np.allclose(sa(X, 3.0), tangent_projection(X, F)))
+    True
+
+    References
+    ----------
+    :cite:`geshkovski2025mathematical`
     """
     X = _checks.points(X, "X")
     n, d = X.shape
@@ -730,6 +933,33 @@ def clustered_pair_fraction(X: ArrayLike,
 
     ``X`` has shape (n, d) or (k, n, d) (a trajectory: one fraction per time). The quantity
     drawn in the phase diagrams of Geshkovski et al. (2025); the threshold is ours.
+
+    Parameters
+    ----------
+    X : array (n, d) or (k, n, d)
+        Unit tokens as rows, ``n >= 2``; or ``k`` configurations of them.
+    threshold : float
+        Inner product from which a pair counts as clustered.
+
+    Returns
+    -------
+    float or array (k,)
+        The fraction of the :math:`n(n-1)/2` pairs, per configuration.
+
+    Raises
+    ------
+    ValueError
+        If ``X`` is not a finite array of one of those shapes.
+
+    Examples
+    --------
+    >>> X = [[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]]
+    >>> round(float(clustered_pair_fraction(X)), 12)  # one pair of three
+    0.333333333333
+
+    References
+    ----------
+    :cite:`geshkovski2025mathematical`
     """
     arr = np.asarray(X, dtype=np.float64)
     if arr.ndim not in (2, 3) or arr.shape[-2] < 2 or not np.all(np.isfinite(arr)):
@@ -746,6 +976,28 @@ def cluster_count(X: ArrayLike, radius: float) -> int:
 
     Connected components of the graph joining :math:`x_i` and :math:`x_j` when
     :math:`|x_i - x_j| <` ``radius``.
+
+    Parameters
+    ----------
+    X : array (n, d)
+        Tokens as rows.
+    radius : float
+        Linking distance, positive.
+
+    Returns
+    -------
+    int
+        The number of connected components.
+
+    Raises
+    ------
+    ValueError
+        If ``X`` is not a finite 2-D array or ``radius`` is not positive.
+
+    Examples
+    --------
+    >>> cluster_count([[0.0, 0.0], [0.1, 0.0], [0.2, 0.0], [1.0, 0.0]], 0.15)  # a chain
+    2
     """
     from scipy.sparse.csgraph import connected_components
 
