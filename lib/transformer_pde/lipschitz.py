@@ -36,7 +36,7 @@ a pair ``(Q, K)`` of ``(k, d)`` arrays with :math:`A = K^\top Q`, and ``V`` eith
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -104,6 +104,27 @@ def jvp(X: ArrayLike, A: ArrayLike, V: ArrayLike, E: ArrayLike, *, causal: bool 
     Returns
     -------
     array (n, p)
+
+    Raises
+    ------
+    ValueError
+        If an array has the wrong shape, complex or non-finite entries, the weights are not a
+        probability vector, or ``causal`` is not a bool.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X, A, V, E = (rng.standard_normal(shape) for shape in [(4, 2), (2, 2), (2, 2), (4, 2)])
+    >>> from transformer_pde import attention
+    >>> h = 1e-6  # central difference of the layer, error O(h^2)
+    >>> fd = (attention.softmax(X + h * E, A, V) - attention.softmax(X - h * E, A, V)) / (2 * h)
+    >>> bool(np.allclose(jvp(X, A, V, E), fd, atol=1e-6))
+    True
+
+    References
+    ----------
+    :cite:`castin2024smooth`
     """
     X, lin = _prepare(X, A, V, causal, weights, multi=False)
     return _apply_jvp(lin, _check_direction(E, X.shape, "E"))
@@ -125,6 +146,36 @@ def vjp(X: ArrayLike, A: ArrayLike, V: ArrayLike, G: ArrayLike, *, causal: bool 
     Peyré, 2024). Same arguments as :func:`jvp`, with ``G`` of shape ``(n, p)`` (a
     cotangent on the output); returns an array ``(n, d)``. Satisfies
     :math:`\langle D_X f(E), G\rangle = \langle E, (D_X f)^\top G\rangle`.
+
+    Parameters
+    ----------
+    X, A, V, causal, weights
+        As in :func:`jvp`.
+    G : array (n, p)
+        Cotangent on the output.
+
+    Returns
+    -------
+    array (n, d)
+
+    Raises
+    ------
+    ValueError
+        If an array has the wrong shape, complex or non-finite entries, the weights are not a
+        probability vector, or ``causal`` is not a bool.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X, A, V, E = (rng.standard_normal(shape) for shape in [(4, 2), (2, 2), (2, 2), (4, 2)])
+    >>> G = rng.standard_normal((4, 2))
+    >>> bool(np.isclose(np.sum(jvp(X, A, V, E) * G), np.sum(E * vjp(X, A, V, G))))
+    True
+
+    References
+    ----------
+    :cite:`castin2024smooth`
     """
     X, lin = _prepare(X, A, V, causal, weights, multi=False)
     p = lin.Vcat.shape[1]
@@ -165,6 +216,35 @@ def jacobian_matrix(X: ArrayLike, A: ArrayLike, V: ArrayLike, *, causal: bool = 
 
     Built column by column from :func:`jvp`; :math:`O(n^3 d^2)` time and :math:`O(n^2 d p)`
     memory, for checks on small cases only.
+
+    Parameters
+    ----------
+    X, A, V, causal, weights
+        As in :func:`jvp`.
+
+    Returns
+    -------
+    array (n p, n d)
+        ``J @ E.ravel() == jvp(X, A, V, E).ravel()``.
+
+    Raises
+    ------
+    ValueError
+        If an array has the wrong shape, complex or non-finite entries, the weights are not a
+        probability vector, or ``causal`` is not a bool.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X, A, V, E = (rng.standard_normal(shape) for shape in [(4, 2), (2, 2), (2, 2), (4, 2)])
+    >>> J = jacobian_matrix(X, A, V)
+    >>> J.shape, bool(np.allclose(J @ E.ravel(), jvp(X, A, V, E).ravel()))
+    ((8, 8), True)
+
+    References
+    ----------
+    :cite:`castin2024smooth`
     """
     X, lin = _prepare(X, A, V, causal, weights, multi=False)
     return _dense(lin, *X.shape)
@@ -284,6 +364,32 @@ def local_lipschitz(X: ArrayLike, A: ArrayLike, V: ArrayLike, *, causal: bool = 
         beyond; ``"arpack"``: ARPACK's restart limit (ARPACK raises if not converged).
     method : {"lanczos", "arpack"}
         See above.
+
+    Returns
+    -------
+    float or LipschitzResult
+        :math:`\|D_X f\|_2`, or with ``return_vectors`` the :class:`LipschitzResult`.
+
+    Raises
+    ------
+    ValueError
+        On malformed input (shapes, complex or non-finite entries, weights, flags, ``tol``,
+        ``seed``, ``method``).
+    RuntimeError
+        If Lanczos has not converged within ``maxiter`` products.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X, A, V, E = (rng.standard_normal(shape) for shape in [(4, 2), (2, 2), (2, 2), (4, 2)])
+    >>> exact = np.linalg.norm(jacobian_matrix(X, A, V), 2)  # dense, small cases only
+    >>> bool(np.isclose(local_lipschitz(X, A, V, tol=1e-10), exact, rtol=1e-8))
+    True
+
+    References
+    ----------
+    :cite:`castin2024smooth`
     """
     return _local_lipschitz(X, A, V, causal, weights, False, tol, return_vectors, v0, seed, ncv,
                             maxiter, method)
@@ -345,19 +451,19 @@ def released_code_estimator_multihead(X: ArrayLike, As: ArrayLike, Vs: ArrayLike
 # published bounds and the adversarial configurations
 # --------------------------------------------------------------------------------------
 
-def _norm2(M, name):
+def _norm2(M: Any, name: str) -> float:
     M = _checks.matrix(M, name)
     return float(np.linalg.norm(M, 2))
 
 
-def _nonneg(x, name):
+def _nonneg(x: Any, name: str) -> NDArray[np.float64]:
     x = _checks.real_array(x, name)
     if not np.all(np.isfinite(x)) or np.any(x < 0):
         raise ValueError(f"{name} must be finite and non-negative")
     return x
 
 
-def _token_counts(n, minimum=1):
+def _token_counts(n: Any, minimum: int = 1) -> NDArray[np.float64]:
     n = np.asarray(n)
     if not np.issubdtype(n.dtype, np.integer) or np.any(n < minimum):
         raise ValueError(f"n must be integer(s) >= {minimum}, got {n!r}")
@@ -375,6 +481,38 @@ def theorem1_upper_bound(A: ArrayLike, V: ArrayLike, R: ArrayLike,
 
     with :math:`B_R` the closed ball of radius ``R`` (every token :math:`|x_i| \le R`).
     ``R`` and ``n`` broadcast (arrays allowed).
+
+    Parameters
+    ----------
+    A : array (d, d)
+        Key-query matrix.
+    V : array (p, d)
+        Value matrix.
+    R : float or array
+        Radius of the ball, non-negative.
+    n : int or array of int
+        Number of tokens, at least 1.
+
+    Returns
+    -------
+    float or array
+        The bound, broadcast over ``R`` and ``n``.
+
+    Raises
+    ------
+    ValueError
+        On a malformed matrix, negative ``R``, ``n < 1``, or a bound beyond float64.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> I = np.eye(2)
+    >>> bool(np.isclose(theorem1_upper_bound(I, I, 1.0, 2), np.sqrt(33.0)))  # sqrt(3 * 11)
+    True
+
+    References
+    ----------
+    :cite:`castin2024smooth`
     """
     a, v = _norm2(A, "A"), _norm2(V, "V")
     R = _nonneg(R, "R")
@@ -384,12 +522,43 @@ def theorem1_upper_bound(A: ArrayLike, V: ArrayLike, R: ArrayLike,
     return _finite_bound(bound, "R")
 
 
-def geshkovski_upper_bound(A: ArrayLike, V: ArrayLike, R: float) -> float:
+def geshkovski_upper_bound(A: ArrayLike, V: ArrayLike, R: ArrayLike
+                           ) -> float | NDArray[np.float64]:
     r"""The :math:`n`-independent bound of Geshkovski et al. (2024), quoted by Castin et al. (2024).
 
     .. math::
 
         \mathrm{Lip}(f|_{B_R^n}) \le \|V\|_2 \,(1 + 3 \|A\|_2 R^2)\, e^{2 \|A\|_2 R^2}.
+
+    Parameters
+    ----------
+    A : array (d, d)
+        Key-query matrix.
+    V : array (p, d)
+        Value matrix.
+    R : float or array
+        Radius of the ball, non-negative.
+
+    Returns
+    -------
+    float or array
+        The bound, for every ``R``.
+
+    Raises
+    ------
+    ValueError
+        On a malformed matrix, negative ``R``, or a bound beyond float64.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> I = np.eye(2)
+    >>> bool(np.isclose(geshkovski_upper_bound(I, I, 0.5), 1.75 * np.exp(0.5)))
+    True
+
+    References
+    ----------
+    :cite:`geshkovski2024dynamic,castin2024smooth`
     """
     a, v = _norm2(A, "A"), _norm2(V, "V")
     R = _nonneg(R, "R")
@@ -398,15 +567,18 @@ def geshkovski_upper_bound(A: ArrayLike, V: ArrayLike, R: float) -> float:
     return _finite_bound(bound, "R")
 
 
-def _finite_bound(bound, name):
-    """``bound`` if every value is finite; a ``ValueError`` naming ``name`` when the bound
-    exceeds the largest float64 (about 1.8e308) instead of an ``inf``."""
-    if not np.all(np.isfinite(bound)):
+def _finite_bound(bound: ArrayLike, name: str) -> float | NDArray[np.float64]:
+    """``bound`` (a float for a scalar, else an array) if every value is finite; a
+    ``ValueError`` naming ``name`` when the bound exceeds the largest float64 (about 1.8e308)
+    instead of an ``inf``."""
+    arr = np.asarray(bound, dtype=np.float64)
+    if not np.all(np.isfinite(arr)):
         raise ValueError(f"the bound overflows float64 at this {name} (it exceeds 1.8e308)")
-    return bound
+    return arr if arr.ndim else float(arr)
 
 
-def theorem1_lower_bound(n: int, R: float, gamma: float) -> float:
+def theorem1_lower_bound(n: ArrayLike, R: ArrayLike, gamma: ArrayLike
+                         ) -> float | NDArray[np.float64]:
     r"""Theorem 1's lower bound for :math:`V = I_d` (Castin, Ablin and Peyré, 2024):
 
     .. math::
@@ -415,11 +587,40 @@ def theorem1_lower_bound(n: int, R: float, gamma: float) -> float:
 
     with :math:`\gamma` from :func:`lower_bound_gamma`; attained as a lower bound of the
     local constant at :func:`adversarial_configuration`.
+
+    Parameters
+    ----------
+    n : int or array of int
+        Number of tokens, at least 2.
+    R : float or array
+        Radius of the ball, non-negative.
+    gamma : float or array
+        The constant :math:`\gamma \ge 0` of :func:`lower_bound_gamma`.
+
+    Returns
+    -------
+    float or array
+        The bound, broadcast over the arguments.
+
+    Raises
+    ------
+    ValueError
+        If ``n < 2`` or ``R`` or ``gamma`` is negative or not finite.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> bool(np.isclose(theorem1_lower_bound(5, 1.0, 0.25), 2 / (1 + 4 * np.exp(-0.5))))
+    True
+
+    References
+    ----------
+    :cite:`castin2024smooth`
     """
     n = _token_counts(n, minimum=2)
     R = _nonneg(R, "R")
     gamma = _nonneg(gamma, "gamma")
-    return np.sqrt(n - 1) / (1 + (n - 1) * np.exp(-2 * R**2 * gamma))
+    return _finite_bound(np.sqrt(n - 1) / (1 + (n - 1) * np.exp(-2 * R**2 * gamma)), "R")
 
 
 def _real_eigenpairs(A):
@@ -478,7 +679,8 @@ def adversarial_configuration(A: ArrayLike, n: int,
     return X, gamma
 
 
-def adversarial_lower_bound(n: int, R: float, gamma: float) -> float:
+def adversarial_lower_bound(n: ArrayLike, R: ArrayLike, gamma: ArrayLike
+                            ) -> float | NDArray[np.float64]:
     r"""A sharper lower bound at :func:`adversarial_configuration`, for :math:`V = I` (derived).
 
     .. math::
@@ -490,12 +692,39 @@ def adversarial_lower_bound(n: int, R: float, gamma: float) -> float:
     :math:`\sqrt{n-1}\,q` moves it orthogonally to :math:`u`). :math:`q` is the attention
     every other token pays to the first one. At :math:`n - 1 = e^{2\gamma R^2}` it is
     :math:`\tfrac12 e^{\gamma R^2}(1 + \gamma R^2)`, the mean-field rate of Proposition 2.
+
+    Parameters
+    ----------
+    n, R, gamma
+        As in :func:`theorem1_lower_bound`.
+
+    Returns
+    -------
+    float or array
+        The bound, broadcast over the arguments; at least :func:`theorem1_lower_bound`.
+
+    Raises
+    ------
+    ValueError
+        If ``n < 2``, ``R`` or ``gamma`` is negative or not finite, or the bound exceeds
+        float64.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> g = np.log(2.0) / 2  # n - 1 = 2 = e^{2 gamma R^2} with R = 1
+    >>> bool(np.isclose(adversarial_lower_bound(3, 1.0, g), 0.5 * np.sqrt(2.0) * (1 + g)))
+    True
+
+    References
+    ----------
+    :cite:`castin2024smooth`
     """
     n = _token_counts(n, minimum=2)
     R = _nonneg(R, "R")
     gamma = _nonneg(gamma, "gamma")
     q = 1.0 / (1 + (n - 1) * np.exp(-2 * R**2 * gamma))
-    return np.sqrt(n - 1) * q * (1 + 2 * gamma * R**2 * (1 - q))
+    return _finite_bound(np.sqrt(n - 1) * q * (1 + 2 * gamma * R**2 * (1 - q)), "R")
 
 
 # --------------------------------------------------------------------------------------
