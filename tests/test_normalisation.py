@@ -260,3 +260,17 @@ def test_random_weights_bad_input():
         normalisation.initial_velocity([0], 1, 4)
     with pytest.raises(ValueError, match="beta"):
         normalisation.velocity_prediction(10, 10, -1.0)
+
+
+def test_pair_gap_against_the_pairwise_definition():
+    # dense mean over pairs of 1 - <theta_i, theta_j>, with tokens at distance ~1e-6 too
+    rng = np.random.default_rng([8, 1])
+    for spread in (1.0, 1e-6):
+        X = rng.standard_normal((3, 7, 5)) * spread + np.array([1.0, 0, 0, 0, 0])
+        X *= rng.uniform(0.5, 2.0, (3, 7, 1))
+        U = X / np.linalg.norm(X, axis=-1, keepdims=True)
+        i, j = np.triu_indices(7, 1)
+        diff = U[:, i] - U[:, j]
+        ref = 0.5 * (diff**2).sum(axis=-1).mean(axis=-1)
+        assert np.allclose(normalisation.pair_gap(X), ref, rtol=1e-9, atol=0)
+        assert np.isclose(normalisation.pair_gap(X[0]), ref[0], rtol=1e-9)

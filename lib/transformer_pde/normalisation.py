@@ -242,8 +242,11 @@ def residual_network(X0: ArrayLike, scheme: str, beta: float, T: float, L: int, 
 def pair_gap(X: ArrayLike) -> NDArray[np.float64]:
     r"""Mean over pairs :math:`i < j` of :math:`1 - \langle\theta_i, \theta_j\rangle`.
 
-    Computed as :math:`|\theta_i - \theta_j|^2/2`, which keeps its relative accuracy when
-    the tokens nearly coincide. ``X`` (n, d) or (k, n, d) (one value per layer or time).
+    Computed from the identity
+    :math:`\sum_{i<j}|\theta_i - \theta_j|^2 = n\sum_i|\theta_i - \bar\theta|^2`, so
+    the value is :math:`\frac{1}{n-1}\sum_i|\theta_i - \bar\theta|^2`: differences of
+    nearly equal vectors, which keep their relative accuracy when the tokens nearly coincide,
+    at a cost linear in ``n``. ``X`` (n, d) or (k, n, d) (one value per layer or time).
     """
     arr = np.asarray(X, dtype=np.float64)
     if arr.ndim not in (2, 3) or arr.shape[-2] < 2 or not np.all(np.isfinite(arr)):
@@ -254,9 +257,8 @@ def pair_gap(X: ArrayLike) -> NDArray[np.float64]:
         raise ValueError("X has a zero row: a token needs a direction")
     U = arr / r
     n = U.shape[-2]
-    i, j = np.triu_indices(n, 1)
-    diff = U[..., i, :] - U[..., j, :]
-    return 0.5 * np.einsum("...pd,...pd->...p", diff, diff).mean(axis=-1)
+    dev = U - U.mean(axis=-2, keepdims=True)
+    return np.einsum("...pd,...pd->...", dev, dev) / (n - 1)
 
 
 # ---------------------------------------------------------------------------------------------
