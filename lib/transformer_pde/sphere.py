@@ -646,6 +646,43 @@ def equiangular_rhs(rho: ArrayLike, n: int, beta: float,
     (derived in chapter 7 from :math:`\dot x_i = c(\rho)(\sum_j x_j - (1+(n-1)\rho)x_i)`;
     the setting is that of Geshkovski et al., 2025). ``rho`` may be an array; ``model`` is
     ``"sa"`` or ``"usa"``.
+
+    Parameters
+    ----------
+    rho : float or array
+        The common inner product, in :math:`[-1, 1]`.
+    n : int
+        Number of tokens, at least 2.
+    beta : float
+        Inverse temperature :math:`\beta \ge 0`.
+    model : {"sa", "usa"}
+        Softmax-normalised or unnormalised attention.
+
+    Returns
+    -------
+    float or array
+        :math:`\dot\rho`, of the shape of ``rho``.
+
+    Raises
+    ------
+    ValueError
+        If ``rho`` leaves :math:`[-1, 1]`, ``n < 2``, ``beta`` is negative or not finite, or
+        ``model`` is unknown.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = equiangular_configuration(3, 0.2)
+    >>> for model, field in (("usa", usa), ("sa", sa)):
+    ...     V = field(X, 1.5)  # d/dt <x_0, x_1> = <v_0, x_1> + <x_0, v_1>
+    ...     print(model, bool(np.isclose(V[0] @ X[1] + X[0] @ V[1],
+    ...                                  equiangular_rhs(0.2, 3, 1.5, model))))
+    usa True
+    sa True
+
+    References
+    ----------
+    :cite:`geshkovski2025mathematical`
     """
     model = _sphere.model(model)
     n = _n_tokens(n)
@@ -672,6 +709,37 @@ def equiangular_decay_rate(n: int, beta: float, model: str) -> float:
     whatever ``n`` (derived in chapter 7). Since :math:`1 - \rho = |x_i - x_j|^2/2`, the
     distances between tokens (and the diameter) decay at half this rate: :math:`1` for SA,
     :math:`e^{\beta}` for USA.
+
+    Parameters
+    ----------
+    n : int
+        Number of tokens, at least 2 (the rate does not depend on it).
+    beta : float
+        Inverse temperature :math:`\beta \ge 0`.
+    model : {"sa", "usa"}
+        Softmax-normalised or unnormalised attention.
+
+    Returns
+    -------
+    float
+        :math:`\lambda`.
+
+    Raises
+    ------
+    ValueError
+        If ``n < 2``, ``beta`` is negative or not finite, or ``model`` is unknown.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> r = 1 - 1e-6  # the slope of equiangular_rhs at rho = 1
+    >>> lam = equiangular_decay_rate(4, 1.0, "usa")
+    >>> bool(np.isclose(equiangular_rhs(r, 4, 1.0, "usa") / (1 - r), lam, rtol=1e-4))
+    True
+
+    References
+    ----------
+    :cite:`geshkovski2025mathematical`
     """
     model = _sphere.model(model)
     _n_tokens(n)
@@ -685,6 +753,32 @@ def equiangular_configuration(n: int, rho: float, d: int | None = None) -> NDArr
     The Gram matrix :math:`(1-\rho)I + \rho\mathbf 1\mathbf 1^\top` is positive semidefinite
     iff :math:`-1/(n-1) \le \rho \le 1`, of rank ``n`` inside that interval; its square root
     gives the rows. ``d`` (default ``n``) must be at least that rank; extra columns are zero.
+
+    Parameters
+    ----------
+    n : int
+        Number of vectors, at least 2.
+    rho : float
+        The common inner product, in :math:`[-1/(n-1), 1]`.
+    d : int, optional
+        Dimension, at least the rank of the Gram matrix; ``n`` by default.
+
+    Returns
+    -------
+    array (n, d)
+        Unit rows with the prescribed inner products.
+
+    Raises
+    ------
+    ValueError
+        If ``rho`` is outside the interval or ``d`` is below the rank.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = equiangular_configuration(4, -1 / 3, d=3)  # a regular tetrahedron
+    >>> bool(np.allclose(X @ X.T, 4 / 3 * np.eye(4) - 1 / 3))
+    True
     """
     n = _n_tokens(n)
     rho = float(rho)
