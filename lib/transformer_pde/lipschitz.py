@@ -194,6 +194,43 @@ def jvp_multihead(X: ArrayLike, As: ArrayLike, Vs: ArrayLike, E: ArrayLike, *, c
     the output projection folded into ``Vs[h]`` (Castin, Ablin and Peyré, 2024). ``As`` is
     an array ``(H, d, d)`` or a pair ``(Q, K)`` of arrays ``(H, k, d)``; ``Vs`` an array
     ``(H, p, d)`` or a pair ``(V_out, V_in)`` of arrays ``(H, p, r)``, ``(H, r, d)``.
+
+    Parameters
+    ----------
+    X : array (n, d)
+        Tokens.
+    As : array (H, d, d) or pair (Q, K) of arrays (H, k, d)
+        Key-query matrices of the heads.
+    Vs : array (H, p, d) or pair (V_out, V_in) of arrays (H, p, r), (H, r, d)
+        Value matrices of the heads, output projections folded in.
+    E : array (n, d)
+        Direction.
+    causal, weights
+        As in :func:`jvp`.
+
+    Returns
+    -------
+    array (n, p)
+
+    Raises
+    ------
+    ValueError
+        If an array has the wrong shape, complex or non-finite entries, the weights are not a
+        probability vector, or ``causal`` is not a bool.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(1)
+    >>> X, E = rng.standard_normal((4, 2)), rng.standard_normal((4, 2))
+    >>> As, Vs = rng.standard_normal((2, 2, 2)), rng.standard_normal((2, 2, 2))
+    >>> heads = jvp(X, As[0], Vs[0], E) + jvp(X, As[1], Vs[1], E)
+    >>> bool(np.allclose(jvp_multihead(X, As, Vs, E), heads))
+    True
+
+    References
+    ----------
+    :cite:`castin2024smooth`
     """
     X, lin = _prepare(X, As, Vs, causal, weights, multi=True)
     return _apply_jvp(lin, _check_direction(E, X.shape, "E"))
@@ -204,6 +241,38 @@ def vjp_multihead(X: ArrayLike, As: ArrayLike, Vs: ArrayLike, G: ArrayLike, *, c
     r"""Transposed Jacobian product :math:`\sum_h (D_X f^{(h)})^\top G` of multi-head attention.
 
     Arguments as in :func:`jvp_multihead`; ``G`` has shape ``(n, p)``.
+
+    Parameters
+    ----------
+    X, As, Vs, causal, weights
+        As in :func:`jvp_multihead`.
+    G : array (n, p)
+        Cotangent on the output.
+
+    Returns
+    -------
+    array (n, d)
+
+    Raises
+    ------
+    ValueError
+        If an array has the wrong shape, complex or non-finite entries, the weights are not a
+        probability vector, or ``causal`` is not a bool.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(1)
+    >>> X, E = rng.standard_normal((4, 2)), rng.standard_normal((4, 2))
+    >>> As, Vs = rng.standard_normal((2, 2, 2)), rng.standard_normal((2, 2, 2))
+    >>> G = rng.standard_normal((4, 2))
+    >>> lhs = np.sum(jvp_multihead(X, As, Vs, E) * G)
+    >>> bool(np.isclose(lhs, np.sum(E * vjp_multihead(X, As, Vs, G))))
+    True
+
+    References
+    ----------
+    :cite:`castin2024smooth`
     """
     X, lin = _prepare(X, As, Vs, causal, weights, multi=True)
     p = lin.Vcat.shape[1]
@@ -252,7 +321,37 @@ def jacobian_matrix(X: ArrayLike, A: ArrayLike, V: ArrayLike, *, causal: bool = 
 
 def jacobian_matrix_multihead(X: ArrayLike, As: ArrayLike, Vs: ArrayLike, *, causal: bool = False,
                               weights: ArrayLike | None = None) -> NDArray[np.float64]:
-    """Dense Jacobian of multi-head attention (see :func:`jacobian_matrix`)."""
+    """Dense Jacobian of multi-head attention (see :func:`jacobian_matrix`).
+
+    Parameters
+    ----------
+    X, As, Vs, causal, weights
+        As in :func:`jvp_multihead`.
+
+    Returns
+    -------
+    array (n p, n d)
+
+    Raises
+    ------
+    ValueError
+        If an array has the wrong shape, complex or non-finite entries, the weights are not a
+        probability vector, or ``causal`` is not a bool.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(1)
+    >>> X, E = rng.standard_normal((4, 2)), rng.standard_normal((4, 2))
+    >>> As, Vs = rng.standard_normal((2, 2, 2)), rng.standard_normal((2, 2, 2))
+    >>> J = jacobian_matrix_multihead(X, As, Vs)
+    >>> bool(np.allclose(J, jacobian_matrix(X, As[0], Vs[0]) + jacobian_matrix(X, As[1], Vs[1])))
+    True
+
+    References
+    ----------
+    :cite:`castin2024smooth`
+    """
     X, lin = _prepare(X, As, Vs, causal, weights, multi=True)
     return _dense(lin, *X.shape)
 
@@ -404,6 +503,38 @@ def local_lipschitz_multihead(X: ArrayLike, As: ArrayLike, Vs: ArrayLike, *, cau
     r"""Local Lipschitz constant :math:`\|D_X f\|_2` of multi-head attention :math:`\sum_h f^{(h)}`.
 
     Heads as in :func:`jvp_multihead`; method and options as in :func:`local_lipschitz`.
+
+    Parameters
+    ----------
+    X, As, Vs, causal, weights
+        As in :func:`jvp_multihead`.
+    tol, return_vectors, v0, seed, ncv, maxiter, method
+        As in :func:`local_lipschitz`.
+
+    Returns
+    -------
+    float or LipschitzResult
+
+    Raises
+    ------
+    ValueError
+        On malformed input.
+    RuntimeError
+        If Lanczos has not converged within ``maxiter`` products.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(1)
+    >>> X, E = rng.standard_normal((4, 2)), rng.standard_normal((4, 2))
+    >>> As, Vs = rng.standard_normal((2, 2, 2)), rng.standard_normal((2, 2, 2))
+    >>> exact = np.linalg.norm(jacobian_matrix_multihead(X, As, Vs), 2)
+    >>> bool(np.isclose(local_lipschitz_multihead(X, As, Vs, tol=1e-10), exact, rtol=1e-8))
+    True
+
+    References
+    ----------
+    :cite:`castin2024smooth`
     """
     return _local_lipschitz(X, As, Vs, causal, weights, True, tol, return_vectors, v0, seed,
                             ncv, maxiter, method)
@@ -434,6 +565,39 @@ def released_code_estimator(X: ArrayLike, A: ArrayLike, V: ArrayLike, *, causal:
     local Lipschitz constant :math:`\|D_X f\|_2` (compare :func:`local_lipschitz`); it is
     provided, under this name, to show what the published real-data curves measure. By
     Cauchy-Schwarz it is at most :math:`(\|D_X f\|_2 \, \|f(X)\|)^{1/2}`.
+
+    Parameters
+    ----------
+    X, A, V, causal, weights
+        As in :func:`jvp`.
+
+    Returns
+    -------
+    float
+        :math:`\widehat L(X)`.
+
+    Raises
+    ------
+    ValueError
+        If an array has the wrong shape, complex or non-finite entries, the weights are not a
+        probability vector, or ``causal`` is not a bool.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X, A, V = (rng.standard_normal(shape) for shape in [(4, 2), (2, 2), (2, 2)])
+    >>> from transformer_pde import attention
+    >>> F = attention.softmax(X, A, V)  # f(X)
+    >>> est = released_code_estimator(X, A, V)
+    >>> bool(np.isclose(est, np.linalg.norm(vjp(X, A, V, F)) ** 0.5))
+    True
+    >>> bool(est <= (local_lipschitz(X, A, V) * np.linalg.norm(F)) ** 0.5 * (1 + 1e-6))
+    True
+
+    References
+    ----------
+    :cite:`castin2024smooth`
     """
     X, lin = _prepare(X, A, V, causal, weights, multi=False)
     return _released(lin, X)
@@ -442,7 +606,36 @@ def released_code_estimator(X: ArrayLike, A: ArrayLike, V: ArrayLike, *, causal:
 def released_code_estimator_multihead(X: ArrayLike, As: ArrayLike, Vs: ArrayLike, *,
                                       causal: bool = False,
                                       weights: ArrayLike | None = None) -> float:
-    r""":func:`released_code_estimator` for multi-head attention :math:`\sum_h f^{(h)}`."""
+    r""":func:`released_code_estimator` for multi-head attention :math:`\sum_h f^{(h)}`.
+
+    Parameters
+    ----------
+    X, As, Vs, causal, weights
+        As in :func:`jvp_multihead`.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        If an array has the wrong shape, complex or non-finite entries, the weights are not a
+        probability vector, or ``causal`` is not a bool.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X, A, V = (rng.standard_normal(shape) for shape in [(4, 2), (2, 2), (2, 2)])
+    >>> one = released_code_estimator_multihead(X, A[None], V[None])  # a single head
+    >>> bool(np.isclose(one, released_code_estimator(X, A, V)))
+    True
+
+    References
+    ----------
+    :cite:`castin2024smooth`
+    """
     X, lin = _prepare(X, As, Vs, causal, weights, multi=True)
     return _released(lin, X)
 
@@ -471,7 +664,7 @@ def _token_counts(n: Any, minimum: int = 1) -> NDArray[np.float64]:
 
 
 def theorem1_upper_bound(A: ArrayLike, V: ArrayLike, R: ArrayLike,
-                         n: int) -> float | NDArray[np.float64]:
+                         n: ArrayLike) -> float | NDArray[np.float64]:
     r"""Theorem 1 of Castin, Ablin and Peyré (2024): for :math:`X \in B_R^n`,
 
     .. math::
@@ -639,6 +832,32 @@ def lower_bound_gamma(A: ArrayLike) -> tuple[float, str, NDArray[np.float64]]:
     ``u`` is the unit eigenvector. This choice is the one of the public code of Castin,
     Ablin and Peyré (2024); that it yields Theorem 1's lower bound is derived in the chapter
     "How smooth is attention?" and checked numerically there.
+
+    Parameters
+    ----------
+    A : array (d, d)
+        Key-query matrix, ``d >= 2``, with at least one real eigenvalue.
+
+    Returns
+    -------
+    tuple (float, str, array (d,))
+        ``(gamma, kind, u)``.
+
+    Raises
+    ------
+    ValueError
+        If ``A`` is malformed, ``d < 2``, or ``A`` has no real eigenvalue.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> g, kind, u = lower_bound_gamma(np.diag([8.0, -0.5]))  # 8 / 8 = 1 > 0.5
+    >>> round(g, 12), kind, bool(np.isclose(abs(u[0]), 1.0))
+    (1.0, 'half', True)
+
+    References
+    ----------
+    :cite:`castin2024smooth`
     """
     A = _checks.matrix(A, "A", square=True)
     if A.shape[0] < 2:
@@ -667,6 +886,39 @@ def adversarial_configuration(A: ArrayLike, n: int,
     :math:`\lambda_{\max}/8 \ge -\lambda_{\min}`, else :math:`X = (-Ru, Ru, \dots, Ru)` with
     :math:`Au = \lambda_{\min}u` (Castin, Ablin and Peyré, 2024, and their public code).
     Returns ``(X (n, d), gamma)``.
+
+    Parameters
+    ----------
+    A : array (d, d)
+        Key-query matrix, as in :func:`lower_bound_gamma`.
+    n : int
+        Number of tokens, at least 2.
+    R : float
+        Radius of the ball, non-negative.
+
+    Returns
+    -------
+    tuple (array (n, d), float)
+        The configuration and :math:`\gamma`.
+
+    Raises
+    ------
+    ValueError
+        As :func:`lower_bound_gamma`, or on ``n < 2`` or a negative ``R``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> A = np.diag([8.0, -0.5])
+    >>> X, g = adversarial_configuration(A, 4, 1.0)
+    >>> bool(np.isclose(np.linalg.norm(X, axis=1).max(), 1.0))  # inside B_R
+    True
+    >>> bool(local_lipschitz(X, A, np.eye(2)) >= theorem1_lower_bound(4, 1.0, g))
+    True
+
+    References
+    ----------
+    :cite:`castin2024smooth`
     """
     gamma, kind, u = lower_bound_gamma(A)
     n = _checks.positive_int(n, "n")
@@ -735,6 +987,36 @@ def hardmax_indices(X: ArrayLike, A: ArrayLike, *, causal: bool = False) -> NDAr
     r"""Hardmax indices :math:`m_i = \operatorname{argmax}_j \langle A x_i, x_j\rangle`.
 
     Over :math:`j \le i` when ``causal``.
+
+    Parameters
+    ----------
+    X : array (n, d)
+        Tokens.
+    A : array (d, d)
+        Key-query matrix.
+    causal : bool
+        Restrict row ``i`` to the tokens ``j <= i``.
+
+    Returns
+    -------
+    array (n,) of int
+        :math:`m_i` (the first index among ties).
+
+    Raises
+    ------
+    ValueError
+        On a malformed array or a non-bool ``causal``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X, I = np.array([[1.0, 0.0], [2.0, 0.0], [0.0, 1.0]]), np.eye(2)
+    >>> hardmax_indices(X, I).tolist(), hardmax_indices(X, I, causal=True).tolist()
+    ([1, 1, 2], [0, 1, 2])
+
+    References
+    ----------
+    :cite:`castin2024smooth`
     """
     X = _checks.points(X, "X")
     A = _checks.matrix(A, "A", shape=(X.shape[1], X.shape[1]))
@@ -752,6 +1034,39 @@ def hardmax_jvp(X: ArrayLike, A: ArrayLike, V: ArrayLike, E: ArrayLike, *,
 
         (D_{RX} f)(E) \xrightarrow[R \to \infty]{} (V e_{m_1}, \dots, V e_{m_n}),
         \qquad m_i = \operatorname{argmax}_j \langle A x_i, x_j\rangle .
+
+    Parameters
+    ----------
+    X, A, V
+        Tokens (n, d), key-query matrix (d, d), value matrix (p, d).
+    E : array (n, d)
+        Direction.
+    causal : bool
+        Masked attention.
+
+    Returns
+    -------
+    array (n, p)
+        Row ``i`` is :math:`V e_{m_i}`.
+
+    Raises
+    ------
+    ValueError
+        On a malformed array or a non-bool ``causal``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X, I = np.array([[1.0, 0.0], [2.0, 0.0], [0.0, 1.0]]), np.eye(2)
+    >>> E = np.arange(6.0).reshape(3, 2)
+    >>> hardmax_jvp(X, I, I, E).tolist()  # m = (1, 1, 2): rows e_1, e_1, e_2
+    [[2.0, 3.0], [2.0, 3.0], [4.0, 5.0]]
+    >>> bool(np.allclose(jvp(30 * X, I, I, E), hardmax_jvp(X, I, I, E)))  # R = 30
+    True
+
+    References
+    ----------
+    :cite:`castin2024smooth`
     """
     X = _checks.points(X, "X")
     V = _checks.matrix(V, "V", cols=X.shape[1])
@@ -766,6 +1081,33 @@ def hardmax_jacobian_norm(X: ArrayLike, A: ArrayLike, V: ArrayLike, *,
     The map is :math:`M \otimes V` with :math:`M_{ij} = 1_{j = m_i}`, and
     :math:`M^\top M = \operatorname{diag}(\#\{i: m_i = j\})`; it equals
     :math:`\|V\|_2 \sqrt n` when every token attends to the same one (Castin et al., 2024).
+
+    Parameters
+    ----------
+    X, A, V
+        Tokens (n, d), key-query matrix (d, d), value matrix (p, d).
+    causal : bool
+        Masked attention.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        On a malformed array or a non-bool ``causal``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X, I = np.array([[1.0, 0.0], [2.0, 0.0], [0.0, 1.0]]), np.eye(2)
+    >>> bool(np.isclose(hardmax_jacobian_norm(X, I, I), np.sqrt(2.0)))  # token 1 chosen twice
+    True
+
+    References
+    ----------
+    :cite:`castin2024smooth`
     """
     X = _checks.points(X, "X")
     V = _checks.matrix(V, "V", cols=X.shape[1])
