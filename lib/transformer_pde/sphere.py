@@ -165,6 +165,27 @@ def sphere_field(field: Callable[..., Any]) -> Callable[..., Any]:
     with ``field(t, X)`` any attention field (e.g. from
     :func:`transformer_pde.dynamics.attention_field`), evaluated at the normalised tokens.
     Row norms are first integrals of the resulting ODE (see the module notes).
+
+    Parameters
+    ----------
+    field : callable
+        ``field(t, X)`` returning an array of the shape of ``X`` (n, d).
+
+    Returns
+    -------
+    callable
+        ``(t, X) -> array (n, d)``, row ``i`` orthogonal to ``X[i]``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> projected = sphere_field(lambda t, X: np.ones_like(X))
+    >>> projected(0.0, np.array([[2.0, 0.0]])).tolist()
+    [[0.0, 1.0]]
+
+    References
+    ----------
+    :cite:`geshkovski2025mathematical`
     """
     if not callable(field):
         raise ValueError("field must be callable as field(t, X)")
@@ -226,6 +247,43 @@ def integrate_on_sphere(field: Callable[..., Any], X0: ArrayLike, times: ArrayLi
     ``max_step`` as there) and checks that every token stays on the sphere: a drift
     :math:`\max|\,|x_i| - 1| > ` ``drift_tol`` raises :class:`RuntimeError` (tighten the
     tolerances or the step). Returns the trajectory, shape ``(k, n, d)``, unmodified.
+
+    Parameters
+    ----------
+    field : callable
+        ``field(t, X)``, e.g. :func:`usa_field` or :func:`sa_field`.
+    X0 : array (n, d)
+        Unit tokens at ``times[0]``.
+    times : array (k,)
+        Increasing output times.
+    method, rtol, atol, max_step
+        As in :func:`transformer_pde.dynamics.integrate`.
+    drift_tol : float
+        Largest accepted :math:`\big||x_i| - 1\big|`.
+
+    Returns
+    -------
+    array (k, n, d)
+        The tokens at ``times``.
+
+    Raises
+    ------
+    ValueError
+        On malformed input.
+    RuntimeError
+        If the tokens drift from the sphere by more than ``drift_tol``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X0 = np.array([[1.0, 0.0], [0.0, 1.0]])
+    >>> traj = integrate_on_sphere(usa_field(1.0), X0, [0.0, 1.0, 5.0])
+    >>> traj.shape, sphere_drift(traj) < 1e-8, bool(traj[-1, 0] @ traj[-1, 1] > 0.9)
+    ((3, 2, 2), True, True)
+
+    References
+    ----------
+    :cite:`geshkovski2025mathematical`
     """
     from .dynamics import integrate
 
@@ -261,6 +319,39 @@ def normalised_residual_stack(field: Callable[..., Any], X0: ArrayLike, T: float
     gives the network itself. Tokens stay on the sphere up to rounding. Returns all
     ``L + 1`` layers, shape ``(L + 1, n, d)``; a token sent to the origin raises
     :class:`ValueError`.
+
+    Parameters
+    ----------
+    field : callable
+        ``field(t, X)`` returning an array (n, d).
+    X0 : array (n, d)
+        Tokens entering the first layer.
+    T : float
+        Depth in time, positive.
+    L : int
+        Number of layers, positive.
+
+    Returns
+    -------
+    array (L + 1, n, d)
+
+    Raises
+    ------
+    ValueError
+        On malformed input or a token sent to the origin.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X0 = equiangular_configuration(3, 0.2)
+    >>> S = normalised_residual_stack(sa_field(1.0, tangent=False), X0, 1.0, 4)
+    >>> rho = np.einsum("ld,ld->l", S[:, 0], S[:, 1])  # stays equiangular
+    >>> bool(np.allclose(rho, equiangular_layers(0.2, 3, 1.0, 0.25, 4, "sa")))
+    True
+
+    References
+    ----------
+    :cite:`geshkovski2025mathematical`
     """
     if not callable(field):
         raise ValueError("field must be callable as field(t, X)")
@@ -548,6 +639,38 @@ def usa_field(beta: float = 1.0, D: ArrayLike | None = None, *, sign: float = 1.
     ``tangent=False`` returns the attention output before the projection,
     :math:`\frac1n\sum_j e^{\beta\langle x_i, Dx_j\rangle} Dx_j`, the input of a residual
     layer with layer normalisation (:func:`normalised_residual_stack`).
+
+    Parameters
+    ----------
+    beta : float
+        Inverse temperature :math:`\beta \ge 0`.
+    D : array (d, d), optional
+        Interaction matrix; the identity by default.
+    sign : float
+        ``1`` (ascent of :func:`energy`) or ``-1`` (descent).
+    tangent : bool
+        Project on the tangent spaces (the dynamics) or not (the layer's input).
+
+    Returns
+    -------
+    callable
+        ``(t, X) -> array (n, d)``.
+
+    Raises
+    ------
+    ValueError
+        If ``beta``, ``D``, ``sign`` or ``tangent`` is malformed.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = normalise([[1.0, 0.0], [1.0, 1.0], [0.0, 1.0]])
+    >>> bool(np.allclose(usa_field(2.0, sign=-1.0)(0.0, X), -usa(X, 2.0)))
+    True
+
+    References
+    ----------
+    :cite:`geshkovski2025mathematical,burger2025analysis`
     """
     beta = _sphere.beta(beta, allow_zero=True)
     _tangent_flag(tangent)
@@ -581,6 +704,38 @@ def sa_field(beta: float = 1.0, Q: ArrayLike | None = None, K: ArrayLike | None 
     output before the projection, :math:`\sum_j \mathrm{softmax}_j(\beta\langle Qx_i,
     Kx_j\rangle)\, Vx_j`, the input of a residual layer with layer normalisation
     (:func:`normalised_residual_stack`).
+
+    Parameters
+    ----------
+    beta : float
+        Inverse temperature :math:`\beta \ge 0`.
+    Q, K : array, optional
+        Query and key matrices; the identity by default.
+    V : array (d, d), optional
+        Value matrix; the identity by default.
+    tangent : bool
+        Project on the tangent spaces (the dynamics) or not (the layer's input).
+
+    Returns
+    -------
+    callable
+        ``(t, X) -> array (n, d)``.
+
+    Raises
+    ------
+    ValueError
+        If an argument is malformed or the dimensions disagree.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = normalise([[1.0, 0.0], [1.0, 1.0], [0.0, 1.0]])
+    >>> bool(np.allclose(sa_field(2.0)(0.0, X), sa(X, 2.0)))
+    True
+
+    References
+    ----------
+    :cite:`geshkovski2025mathematical`
     """
     beta = _sphere.beta(beta, allow_zero=True)
     _tangent_flag(tangent)
@@ -802,6 +957,37 @@ def equiangular_solve(rho0: float, n: int, beta: float, model: str, times: Array
     r"""Solve :math:`\dot\rho = ` :func:`equiangular_rhs` from ``rho0`` at ``times[0]``.
 
     Uses SciPy's ``DOP853``; returns :math:`\rho` at ``times`` (shape ``(k,)``).
+
+    Parameters
+    ----------
+    rho0 : float
+        Initial common inner product, in :math:`[-1/(n-1), 1]`.
+    n, beta, model
+        As in :func:`equiangular_rhs`.
+    times : array (k,)
+        Increasing output times, from the initial one.
+    rtol, atol : float
+        Tolerances of the solver.
+
+    Returns
+    -------
+    array (k,)
+
+    Raises
+    ------
+    ValueError
+        On malformed input.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> t = np.array([0.0, 1.0, 2.0])  # n = 2, beta = 0, USA: rho' = 1 - rho^2
+    >>> bool(np.allclose(equiangular_solve(0.0, 2, 0.0, "usa", t), np.tanh(t)))
+    True
+
+    References
+    ----------
+    :cite:`geshkovski2025mathematical`
     """
     from scipy.integrate import solve_ivp
 
@@ -837,6 +1023,41 @@ def equiangular_layers(rho0: float, n: int, beta: float, h: float, L: int,
     (derived in chapter 7, using :math:`\langle x_i, S\rangle = s` and :math:`|S|^2 = ns`;
     the setting is that of Geshkovski et al., 2025). Returns :math:`\rho` after
     ``0, 1, ..., L`` layers of step ``h`` (shape ``(L + 1,)``).
+
+    Parameters
+    ----------
+    rho0 : float
+        Initial common inner product.
+    n : int
+        Number of tokens, at least 2.
+    beta : float
+        Inverse temperature :math:`\beta \ge 0`.
+    h : float
+        Step of a layer, positive.
+    L : int
+        Number of layers.
+    model : {"sa", "usa"}
+
+    Returns
+    -------
+    array (L + 1,)
+
+    Raises
+    ------
+    ValueError
+        On malformed input.
+
+    Examples
+    --------
+    See :func:`normalised_residual_stack`, which this reproduces on equiangular tokens.
+
+    >>> rho = equiangular_layers(0.0, 4, 1.0, 0.1, 50, "sa")
+    >>> bool(rho[0] == 0.0 and rho[-1] > rho[0])  # the tokens draw together
+    True
+
+    References
+    ----------
+    :cite:`geshkovski2025mathematical`
     """
     model = _sphere.model(model)
     n = _n_tokens(n)
@@ -873,6 +1094,38 @@ def equiangular_clustering_time(rho0: float, n: int, beta: float, model: str,
     stationary). The time :math:`t^*` drawn on the phase diagrams of Geshkovski et al. (2025)
     for :math:`\rho_0 = 0`; along :math:`\beta = \gamma\log n` it grows like :math:`\log n`
     for :math:`\gamma < 1` and like a power of :math:`n` for :math:`\gamma > 1` (chapter 7).
+
+    Parameters
+    ----------
+    rho0 : float
+        Initial common inner product.
+    n, beta, model
+        As in :func:`equiangular_rhs`.
+    level : float
+        Target inner product, in :math:`(-1, 1)`.
+    rtol, atol : float
+        Tolerances of the solver.
+
+    Returns
+    -------
+    float
+        The time, ``0.0`` if ``rho0 >= level``, ``inf`` if never reached.
+
+    Raises
+    ------
+    ValueError
+        On malformed input.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> t = equiangular_clustering_time(0.0, 2, 0.0, "usa", 0.5)  # rho = tanh(t)
+    >>> bool(np.isclose(t, np.arctanh(0.5)))
+    True
+
+    References
+    ----------
+    :cite:`geshkovski2025mathematical`
     """
     from scipy.integrate import solve_ivp
 
@@ -914,6 +1167,30 @@ def sphere_quadrature(m: int, d: int) -> tuple[NDArray[np.float64], NDArray[np.f
     polynomials of degree :math:`< m`). ``d = 3``: Gauss-Legendre in :math:`z` (``m`` nodes)
     times ``2m`` equally spaced longitudes (exact for polynomials of degree :math:`\le 2m-1`).
     Returns ``(points (N, d), weights (N,))``, the weights summing to one.
+
+    Parameters
+    ----------
+    m : int
+        Number of nodes (``d = 2``) or of latitudes (``d = 3``), positive.
+    d : {2, 3}
+        Dimension of the ambient space.
+
+    Returns
+    -------
+    tuple (array (N, d), array (N,))
+        Unit nodes and positive weights.
+
+    Raises
+    ------
+    ValueError
+        If ``m`` is not positive or ``d`` is not 2 or 3.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> P, w = sphere_quadrature(4, 3)
+    >>> bool(np.isclose(w.sum(), 1.0) and np.isclose(w @ P[:, 2] ** 2, 1 / 3))  # E z^2
+    True
     """
     m = _checks.positive_int(m, "m")
     phi = 2 * np.pi * np.arange(m if d == 2 else 2 * m) / (m if d == 2 else 2 * m)
@@ -964,6 +1241,45 @@ def energy_mirror_descent(Y: ArrayLike, beta: float = 1.0, D: ArrayLike | None =
     When :math:`E` is convex in :math:`w` (e.g. :math:`D \succeq 0`, where :math:`K` is a
     positive semidefinite matrix) the minimisation gap bounds :math:`E(w) - \min E` over
     measures on ``Y``.
+
+    Parameters
+    ----------
+    Y : array (N, d)
+        Support points.
+    beta : float
+        Inverse temperature :math:`\beta > 0`.
+    D : array (d, d), optional
+        Interaction matrix; the identity by default.
+    maximise : bool
+        Ascent instead of descent.
+    steps : int
+        Number of steps.
+    step_size : float, optional
+        :math:`\eta`; the default above.
+    weights0 : array (N,), optional
+        Starting weights (a probability vector); uniform by default.
+
+    Returns
+    -------
+    tuple (array (N,), float, array (steps + 1,), float)
+        ``(weights, energy, history, gap)``.
+
+    Raises
+    ------
+    ValueError
+        On malformed input.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> Y = np.array([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0]])
+    >>> w, E, history, gap = energy_mirror_descent(Y, 1.0)
+    >>> bool(gap < 1e-8 and E <= history[0]), bool(np.isclose(E, energy(Y, 1.0, weights=w)))
+    (True, True)
+
+    References
+    ----------
+    :cite:`kivinen1997exponentiated,burger2025analysis`
     """
     Y = _checks.points(Y, "Y")
     n, d = Y.shape
@@ -1001,6 +1317,32 @@ def dirac_pair_threshold(lam_max: float, lam_min: float) -> float:
     the pair winning for :math:`\beta > \beta^*`: ``0.0`` if :math:`\lambda_{\max} \le 0` (the
     pair always wins) and ``inf`` if :math:`|\lambda_{\min}| \le \lambda_{\max}` (the Dirac
     mass always wins).
+
+    Parameters
+    ----------
+    lam_max, lam_min : float
+        Largest and smallest eigenvalues of ``D``, ``lam_min <= lam_max``.
+
+    Returns
+    -------
+    float
+        :math:`\beta^*`, possibly ``0.0`` or ``inf``.
+
+    Raises
+    ------
+    ValueError
+        If an eigenvalue is not finite or ``lam_min > lam_max``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> b = dirac_pair_threshold(1.0, -2.0)
+    >>> bool(b > 0 and np.isclose(np.cosh(2 * b), np.exp(b))), dirac_pair_threshold(1.0, -0.5)
+    (True, inf)
+
+    References
+    ----------
+    :cite:`burger2025analysis`
     """
     from scipy.optimize import brentq
 
