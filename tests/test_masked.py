@@ -544,3 +544,17 @@ def test_covariance_and_band_bad_inputs():
         masked.quadratic_form_mean_band([1.0], 0, 0.01)
     with pytest.raises(ValueError, match="false_alarm"):
         masked.quadratic_form_mean_band([1.0], 10, 1.5)
+
+
+def test_sigma_is_checked_by_one_function_that_names_it():
+    # the three Gaussian-sequence fields share _gaussian_sequence_inputs: sigma is named
+    # whether it is complex, a string, a bool, negative or not finite
+    for f in (masked.gaussian_sequence_field, masked.gaussian_sequence_field_variance,
+              masked.gaussian_sequence_field_covariance):
+        for bad in (0.3 + 1j, "0.3", True, -0.1, np.nan):
+            with pytest.raises(ValueError, match="sigma"):
+                f([0.5], [[1.0, 0.0]], np.eye(2), np.eye(2), mean_curve=masked.circle_curve,
+                  sigma=bad, grid=10)
+    with pytest.raises(ValueError, match="sigma"):
+        masked.sample_gaussian_sequence(4, masked.circle_curve, 0.3 + 1j,
+                                        np.random.default_rng(0))

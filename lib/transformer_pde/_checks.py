@@ -140,9 +140,9 @@ def int_at_least(k: Any, name: str, low: int) -> int:
 
 def _scalar(x: Any) -> float:
     """``float(x)``, refusing complex numbers (``TypeError``) instead of dropping their
-    imaginary part."""
-    if np.iscomplexobj(x):
-        raise TypeError("complex")
+    imaginary part, and bools and strings (``True`` or ``"2"`` is not a number here)."""
+    if np.iscomplexobj(x) or isinstance(x, (bool, np.bool_, str, bytes)):
+        raise TypeError("not a real number")
     return float(x)
 
 

@@ -246,6 +246,25 @@ def _mean_curve_values(mean_curve, s, name="mean_curve"):
     return M
 
 
+def _gaussian_sequence_inputs(query_positions, queries, A, V, mean_curve, sigma, grid):
+    """The checked inputs of the Gaussian-sequence fields: ``(Y, s, A, V, sigma, grid, tau,
+    M)`` with ``tau`` the ``grid + 1`` nodes of [0, 1] and ``M`` the mean curve on them."""
+    Y = _checks.points(queries, "queries")
+    q, d = Y.shape
+    s = _checks.positions(query_positions, q, "query_positions")
+    if np.any(s <= 0):
+        raise ValueError("query_positions must be > 0: at s = 0 the past carries no mass")
+    A = _checks.matrix(A, "A", shape=(d, d))
+    V = _checks.matrix(V, "V", cols=d)
+    sigma = _checks.nonnegative_float(sigma, "sigma")
+    grid = _checks.positive_int(grid, "grid")
+    tau = np.linspace(0.0, 1.0, grid + 1)
+    M = _mean_curve_values(mean_curve, tau)
+    if M.shape[1] != d:
+        raise ValueError(f"mean_curve must return points of dimension d = {d}, got {M.shape[1]}")
+    return Y, s, A, V, sigma, grid, tau, M
+
+
 def sample_gaussian_sequence(n: int, mean_curve: Callable[..., Any], sigma: float,
                              rng: np.random.Generator
                              ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
@@ -257,9 +276,7 @@ def sample_gaussian_sequence(n: int, mean_curve: Callable[..., Any], sigma: floa
     Returns ``(positions, X)`` with ``positions[i-1] = i/n``.
     """
     n = _checks.positive_int(n, "n")
-    sigma = float(sigma)
-    if not np.isfinite(sigma) or sigma < 0:
-        raise ValueError(f"sigma must be a finite number >= 0, got {sigma}")
+    sigma = _checks.nonnegative_float(sigma, "sigma")
     if not isinstance(rng, np.random.Generator):
         raise ValueError("rng must be a numpy.random.Generator (np.random.default_rng(seed))")
     s = np.arange(1, n + 1) / n
@@ -308,21 +325,9 @@ def gaussian_sequence_field(query_positions: ArrayLike, queries: ArrayLike, A: A
     -------
     array (q, p)
     """
-    Y = _checks.points(queries, "queries")
+    Y, s, A, V, sigma, grid, tau, M = _gaussian_sequence_inputs(
+        query_positions, queries, A, V, mean_curve, sigma, grid)
     q, d = Y.shape
-    s = _checks.positions(query_positions, q, "query_positions")
-    if np.any(s <= 0):
-        raise ValueError("query_positions must be > 0: at s = 0 the past carries no mass")
-    A = _checks.matrix(A, "A", shape=(d, d))
-    V = _checks.matrix(V, "V", cols=d)
-    sigma = float(sigma)
-    if not np.isfinite(sigma) or sigma < 0:
-        raise ValueError(f"sigma must be a finite number >= 0, got {sigma}")
-    grid = _checks.positive_int(grid, "grid")
-    tau = np.linspace(0.0, 1.0, grid + 1)
-    M = _mean_curve_values(mean_curve, tau)
-    if M.shape[1] != d:
-        raise ValueError(f"mean_curve must return points of dimension d = {d}, got {M.shape[1]}")
     h = 1.0 / grid
     out = np.empty((q, V.shape[0]))
     for k in range(q):
@@ -470,21 +475,9 @@ def gaussian_sequence_field_variance(query_positions: ArrayLike, queries: ArrayL
     Integrals by the cumulative trapezoidal rule on ``grid`` intervals, as in
     :func:`gaussian_sequence_field`. Returns an array of shape ``(q,)``.
     """
-    Y = _checks.points(queries, "queries")
+    Y, s, A, V, sigma, grid, tau, M = _gaussian_sequence_inputs(
+        query_positions, queries, A, V, mean_curve, sigma, grid)
     q, d = Y.shape
-    s = _checks.positions(query_positions, q, "query_positions")
-    if np.any(s <= 0):
-        raise ValueError("query_positions must be > 0: at s = 0 the past carries no mass")
-    A = _checks.matrix(A, "A", shape=(d, d))
-    V = _checks.matrix(V, "V", cols=d)
-    sigma = float(sigma)
-    if not np.isfinite(sigma) or sigma < 0:
-        raise ValueError(f"sigma must be a finite number >= 0, got {sigma}")
-    grid = _checks.positive_int(grid, "grid")
-    tau = np.linspace(0.0, 1.0, grid + 1)
-    M = _mean_curve_values(mean_curve, tau)
-    if M.shape[1] != d:
-        raise ValueError(f"mean_curve must return points of dimension d = {d}, got {M.shape[1]}")
     h = 1.0 / grid
     frob2 = float(np.sum(V**2))
 
@@ -554,21 +547,9 @@ def gaussian_sequence_field_covariance(query_positions: ArrayLike, queries: Arra
     array (q p, q p)
         Row and column ``k p + c``: component ``c`` of the error at query point ``k``.
     """
-    Y = _checks.points(queries, "queries")
+    Y, s, A, V, sigma, grid, tau, M = _gaussian_sequence_inputs(
+        query_positions, queries, A, V, mean_curve, sigma, grid)
     q, d = Y.shape
-    s = _checks.positions(query_positions, q, "query_positions")
-    if np.any(s <= 0):
-        raise ValueError("query_positions must be > 0: at s = 0 the past carries no mass")
-    A = _checks.matrix(A, "A", shape=(d, d))
-    V = _checks.matrix(V, "V", cols=d)
-    sigma = float(sigma)
-    if not np.isfinite(sigma) or sigma < 0:
-        raise ValueError(f"sigma must be a finite number >= 0, got {sigma}")
-    grid = _checks.positive_int(grid, "grid")
-    tau = np.linspace(0.0, 1.0, grid + 1)
-    M = _mean_curve_values(mean_curve, tau)
-    if M.shape[1] != d:
-        raise ValueError(f"mean_curve must return points of dimension d = {d}, got {M.shape[1]}")
     h = 1.0 / grid
     s2 = sigma**2
 
