@@ -60,6 +60,16 @@ def map_keys(task: Callable[..., Any], keys: Sequence[Any], *args: Any, block: i
     -------
     list
         The results, in the order of ``keys``.
+
+    Raises
+    ------
+    ValueError
+        If ``block`` is not a positive integer.
+
+    Examples
+    --------
+    >>> map_keys(pow, [1, 2, 3], 2, n_jobs=1)  # [pow(key, 2) for key in keys]
+    [1, 4, 9]
     """
     keys = list(keys)
     if not isinstance(block, (int, np.integer)) or block < 1:
@@ -98,11 +108,30 @@ def bootstrap(statistic: Callable[..., Any], samples: Sequence[ArrayLike], n_boo
     n_boot : int
         Number of replicates :math:`B`.
     seed : int or sequence of int
+        Seed of the replicates (non-negative).
+    n_jobs : int or None
+        Passed to :class:`joblib.Parallel`.
 
     Returns
     -------
     array (n_boot, ...)
         The replicates, in the order of ``b``.
+
+    Raises
+    ------
+    ValueError
+        If ``n_boot`` is not a positive integer, ``samples`` is empty or holds an array
+        without draws, or ``seed`` is malformed.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.arange(10.0)
+    >>> reps = bootstrap(lambda s: s[0].mean(), [x], 200, 0, n_jobs=1)
+    >>> reps.shape, bool(np.all((reps >= 0.0) & (reps <= 9.0)))
+    ((200,), True)
+    >>> bool(np.array_equal(reps, bootstrap(lambda s: s[0].mean(), [x], 200, 0, n_jobs=1)))
+    True
     """
     if not isinstance(n_boot, (int, np.integer)) or n_boot < 1:
         raise ValueError(f"n_boot must be a positive int, got {n_boot!r}")
