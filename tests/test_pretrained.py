@@ -306,3 +306,16 @@ def test_attention_lipschitz_bad_inputs(model):
         pt.attention_lipschitz(model, 0, X, v0=np.zeros_like(X))
     with pytest.raises(ValueError, match="X"):
         pt.attention_released_estimator(model, 0, X[:, :10])
+
+
+def test_attention_lipschitz_refuses_non_bools_and_bad_seeds_naming_them():
+    model = pt.load_minilm()
+    X = np.random.default_rng(0).normal(size=(3, model.d))
+    for kw, name in ((dict(query_bias="no"), "query_bias"), (dict(return_vectors="no"),
+                                                             "return_vectors"),
+                     (dict(seed=None), "seed"), (dict(seed=-1), "seed"),
+                     (dict(seed=1.5), "seed"), (dict(v0=1j * X), "v0")):
+        with pytest.raises(ValueError, match=name):
+            pt.attention_lipschitz(model, 0, X, **kw)
+    with pytest.raises(ValueError, match="query_bias"):
+        pt.attention_released_estimator(model, 0, X, query_bias=1)

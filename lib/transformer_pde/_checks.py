@@ -218,6 +218,14 @@ def gaussian(alpha: Any, Sigma: Any) -> tuple[FloatArray, FloatArray]:
     return alpha, Sigma
 
 
+def seed(x: Any, name: str = "seed") -> int:
+    """A seed: a non-negative integer (``None``, negative numbers, bools, floats and strings
+    are refused, so that every call with the same arguments gives the same result)."""
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)) or x < 0:
+        raise ValueError(f"{name} must be a non-negative integer, got {x!r}")
+    return int(x)
+
+
 def seed_key(seed: Any) -> list[int]:
     """A seed as a list of non-negative ints (one int or a 1-D sequence of them)."""
     key = [int(s) for s in np.atleast_1d(np.asarray(seed))]

@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import functools
 import importlib.resources
-from collections.abc import Sequence
 from importlib.resources.abc import Traversable
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -449,6 +448,7 @@ class _Layer(NamedTuple):
 
 
 def _layer_factors(model, layer, query_bias):
+    query_bias = _checks.flag(query_bias, "query_bias")
     p = _layer(model, layer)
     (Q, K), (V_out, V_in) = attention_head_factors(model, layer)
     H, k, d = Q.shape
@@ -499,7 +499,7 @@ def _vjp(F, lin, G):
 
 def attention_lipschitz(model: MiniLM, layer: int, X: ArrayLike, *, query_bias: bool = True,
                         tol: float = 1e-6, v0: ArrayLike | None = None,
-                        seed: int | Sequence[int] = 0, ncv: int = 10,
+                        seed: int = 0, ncv: int = 10,
                         return_vectors: bool = False) -> float | LipschitzResult:
     r"""Local Lipschitz constant :math:`\|D_X g\|_2` of the attention of one layer.
 
@@ -529,6 +529,8 @@ def attention_lipschitz(model: MiniLM, layer: int, X: ArrayLike, *, query_bias: 
         raise ValueError(f"X must have {model.d} columns (the model's width), got {d}")
     tol = _checks.positive_float(tol, "tol")
     ncv = _checks.positive_int(ncv, "ncv")
+    seed = _checks.seed(seed)
+    return_vectors = _checks.flag(return_vectors, "return_vectors")
     lin = _linearise(F, X)
     count = [0]
 
@@ -539,7 +541,7 @@ def attention_lipschitz(model: MiniLM, layer: int, X: ArrayLike, *, query_bias: 
     if v0 is None:
         v0 = np.random.default_rng(seed).standard_normal(n * d)
     else:
-        v0 = np.asarray(v0, dtype=np.float64)
+        v0 = _checks.real_array(v0, "v0")
         if v0.shape != (n, d) or not np.all(np.isfinite(v0)) or not np.any(v0):
             raise ValueError(f"v0 must be a finite non-zero array of shape {(n, d)}")
         v0 = v0.ravel()
