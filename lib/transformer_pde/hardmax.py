@@ -64,6 +64,23 @@ def attention_structure(P: ArrayLike, tol: float
         :math:`\ell(i)`.
     settled : bool array (..., n)
         Which rows are settled.
+
+    Raises
+    ------
+    ValueError
+        If ``P`` is not a finite stack of square matrices or ``tol`` is negative.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> P = np.array([[0.0, 1.0, 0.0], [0.0, 1.0, 0.0], [0.4, 0.6, 0.0]])
+    >>> target, settled = attention_structure(P, 1e-3)
+    >>> target.tolist(), settled.tolist()  # row 2 still splits its attention
+    ([1, 1, 1], [True, True, False])
+
+    References
+    ----------
+    :cite:`geshkovski2023emergence`
     """
     P = _stochastic(P)
     tol = _checks.nonnegative_float(tol, "tol")
@@ -82,12 +99,47 @@ def settling_index(P: ArrayLike, tol: float, rows: ArrayLike | None = None) -> i
     all) are settled (:func:`attention_structure`) with the targets they have at the last
     index; ``m`` if they are not settled at the last index. On the run's grid the soft phase of
     these rows ends at ``times[k]``.
+
+    Parameters
+    ----------
+    P : array (m, n, n)
+        Row-stochastic attention matrices along a run.
+    tol : float
+        Tolerance of :func:`attention_structure`, ``>= 0``.
+    rows : int array, optional
+        The rows that must settle; all by default.
+
+    Returns
+    -------
+    int
+        The index :math:`k`, in ``0..m``.
+
+    Raises
+    ------
+    ValueError
+        If ``P`` is not a finite stack of square matrices, ``tol`` is negative or ``rows``
+        holds an index outside ``0..n-1``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> soft = np.full((3, 3), 1 / 3)
+    >>> hard = np.tile([0.0, 1.0, 0.0], (3, 1))  # every token attends to token 1
+    >>> settling_index(np.stack([soft, hard, hard]), 1e-3)
+    1
+
+    References
+    ----------
+    :cite:`geshkovski2023emergence`
     """
     P = _stochastic(P)
     if P.ndim != 3:
         raise ValueError(f"P must be a stack of matrices (m, n, n), got shape {P.shape}")
     target, settled = attention_structure(P, tol)
     rows = np.arange(P.shape[1]) if rows is None else np.asarray(rows, dtype=int)
+    if rows.ndim != 1 or np.any((rows < 0) | (rows >= P.shape[1])):
+        raise ValueError(f"rows must be a 1-D array of indices in 0..{P.shape[1] - 1}, "
+                         f"got {rows!r}")
     good = np.all(settled[:, rows] & (target[:, rows] == target[-1, rows]), axis=1)
     bad = np.flatnonzero(~good)
     return int(bad[-1] + 1) if bad.size else 0
@@ -128,6 +180,27 @@ def hardmax_flow(Z0: ArrayLike, A: ArrayLike, times: ArrayLike, *, margin: float
     trajectory : array (m, n, d)
     cell : int array (n,)
         Index (into ``Z0``) of the vertex each token runs to.
+
+    Raises
+    ------
+    ValueError
+        On malformed input, ``A`` not symmetric positive definite, or a start within
+        ``margin`` of a tie.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> Z0 = np.array([[2.0, 0.0], [-2.0, 0.0], [0.0, 2.0], [0.5, 0.2]])  # token 3 inside
+    >>> traj, cell = hardmax_flow(Z0, np.eye(2), [0.0, 1.0])
+    >>> cell.tolist()
+    [0, 1, 2, 0]
+    >>> z = np.exp(-1.0) * Z0[3] + (1 - np.exp(-1.0)) * Z0[0]
+    >>> bool(np.allclose(traj[1, 3], z) and np.allclose(traj[1, :3], Z0[:3]))
+    True
+
+    References
+    ----------
+    :cite:`alcalde2025attention,geshkovski2023emergence`
     """
     Z0 = _checks.points(Z0, "Z0")
     n, d = Z0.shape
