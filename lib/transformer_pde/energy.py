@@ -20,6 +20,9 @@ domain: :math:`E` overflows as soon as the logits pass about 700.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import logsumexp
@@ -215,8 +218,8 @@ def _velocity_and_rate(t, Z, A):
 
 
 def energy_identity_gap(Z0: ArrayLike, times: ArrayLike, A: ArrayLike, *,
-                        velocity=None, accuracy: float = 1e-8, rtol: float = 1e-12,
-                        atol: float = 1e-14
+                        velocity: Callable[..., Any] | None = None, accuracy: float = 1e-8,
+                        rtol: float = 1e-12, atol: float = 1e-14
                         ) -> tuple[NDArray[np.float64], NDArray[np.float64],
                                    NDArray[np.float64]]:
     r"""The energy identity along runs of self-attention, integrated with the runs.
