@@ -188,3 +188,16 @@ def test_the_environment_check_rejects_what_it_should(env, expected):
         assert problems == []
     else:
         assert len(problems) == 1 and expected in problems[0], problems
+
+
+def test_make_lint_runs_the_type_checker_on_the_library_without_blanket_ignores():
+    import tomllib
+
+    makefile = (ROOT / "Makefile").read_text()
+    lint = re.search(r"^lint:.*?(?=^\S)", makefile, re.M | re.S).group(0)
+    assert "$(BIN)/mypy" in lint
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
+    assert config["files"] == ["lib"]
+    # no module may be exempted from the check, and no error code silenced globally
+    assert "disable_error_code" not in config and "ignore_errors" not in config
+    assert not any(o.get("ignore_errors") for o in config.get("overrides", []))
