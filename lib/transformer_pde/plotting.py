@@ -105,9 +105,38 @@ def _use_retina_inline_figures() -> None:
 
 def loglog_fit(ax: Axes, x: ArrayLike, y: ArrayLike, *, label: str | None = None,
                color: str | None = None, marker: str = "o", fit_label: bool = True) -> PowerLawFit:
-    """Plot ``y`` against ``x`` on log-log axes with its power-law fit; return the fit.
+    r"""Plot ``y`` against ``x`` on log-log axes with its power-law fit; return the fit.
 
     The fitted line is dashed and labelled with its exponent.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        The panel to draw on.
+    x, y : array (k,)
+        Positive abscissae and values, :math:`y \approx C x^p`.
+    label : str, optional
+        Legend label of the points.
+    color : str, optional
+        Colour of the points and of the line; the next of the cycle by default.
+    marker : str
+        Matplotlib format of the points.
+    fit_label : bool
+        Label the line with its slope.
+
+    Returns
+    -------
+    PowerLawFit
+        The fit of :func:`transformer_pde.fitting.fit_power_law`.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> fig, ax = plt.subplots()
+    >>> fit = loglog_fit(ax, [1.0, 2.0, 4.0], [3.0, 12.0, 48.0])  # y = 3 x^2
+    >>> round(fit.exponent, 9)
+    2.0
+    >>> plt.close(fig)
     """
     fit = fit_power_law(x, y)
     (line,) = ax.loglog(x, y, marker, color=color, label=label)
@@ -125,6 +154,39 @@ def quiver_field(ax: Axes, X: ArrayLike, velocities: ArrayLike, *, grid: ArrayLi
     ``grid`` (m, 2) and ``grid_velocities`` (m, 2) draw the field at other points in grey.
     All arrows of the panel share one scale: the longest is ``arrow_length`` data units
     (default: a tenth of the plotted extent), so lengths are comparable within a panel.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        The panel to draw on.
+    X, velocities : array (n, 2)
+        Tokens and their velocities.
+    grid, grid_velocities : array (m, 2), optional
+        Other points and the field there, drawn in grey (both or neither).
+    title : str, optional
+        Title of the panel.
+    color : str
+        Colour of the tokens' arrows.
+    arrow_length : float, optional
+        Length of the longest arrow, in data units.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        ``ax``.
+
+    Raises
+    ------
+    ValueError
+        If ``grid`` is given without ``grid_velocities``.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> fig, ax = plt.subplots()
+    >>> quiver_field(ax, [[0.0, 0.0], [1.0, 0.0]], [[1.0, 0.0], [0.0, 1.0]]) is ax
+    True
+    >>> plt.close(fig)
     """
     X = np.asarray(X)
     velocities = np.asarray(velocities)
@@ -164,6 +226,40 @@ def sphere_tokens(ax: Axes3D, X: ArrayLike, *, trails: ArrayLike | None = None, 
     hemisphere, as seen from the view ``elev``, ``azim`` in degrees, paler), and optionally
     their paths ``trails`` (k, n, 3) as thin lines. The axis gets an equal aspect and no
     panes, ticks or grid. ``ax`` is a 3-D axis (``projection="3d"``). Returns ``ax``.
+
+    Parameters
+    ----------
+    ax : mpl_toolkits.mplot3d.axes3d.Axes3D
+        A 3-D panel.
+    X : array (n, 3)
+        Unit tokens.
+    trails : array (k, n, 3), optional
+        Their paths.
+    color : str
+        Colour of the tokens.
+    elev, azim : float
+        View angles, in degrees.
+    title : str, optional
+        Title of the panel.
+
+    Returns
+    -------
+    Axes3D
+        ``ax``.
+
+    Raises
+    ------
+    ValueError
+        If ``X`` is not of shape (n, 3).
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> fig = plt.figure()
+    >>> ax = fig.add_subplot(projection="3d")
+    >>> sphere_tokens(ax, [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]) is ax
+    True
+    >>> plt.close(fig)
     """
     X = np.asarray(X, dtype=np.float64)
     if X.ndim != 2 or X.shape[1] != 3:
