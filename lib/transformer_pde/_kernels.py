@@ -303,7 +303,7 @@ def cache_sizes():
 
 
 def fused_tile(inner, p):
-    """Columns of one tile of :func:`fused_rows` for logits of inner dimension ``inner`` and
+    r"""Columns of one tile of :func:`fused_rows` for logits of inner dimension ``inner`` and
     ``p`` value coordinates: the tile's logits and the ``inner`` key rows and ``p + 1``
     value rows it meets, :math:`8(\text{inner} + p + 2)` bytes a column, fill the core's
     first-level data cache (:func:`cache_sizes`), so that the logits stay there through the
