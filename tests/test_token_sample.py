@@ -145,3 +145,79 @@ def test_bad_input_raises():
     with pytest.raises(ValueError, match="log_mean"):
         token_sample.uniform_rate_test([10, 20], [np.ones(3), np.ones(3)],
                                        token_sample.SupLimit(1.0, 0.0, np.nan, 0.0))
+
+
+def test_gaussian_max_mean_against_closed_forms_and_monte_carlo():
+    assert token_sample.gaussian_max_mean(1) == pytest.approx(0.0, abs=1e-12)
+    assert token_sample.gaussian_max_mean(2) == pytest.approx(1 / np.sqrt(np.pi), abs=1e-12)
+    assert token_sample.gaussian_max_mean(3) == pytest.approx(1.5 / np.sqrt(np.pi), abs=1e-12)
+    rng = np.random.default_rng(3)
+    m = np.array([rng.standard_normal(1000).max() for _ in range(20000)])
+    se = m.std(ddof=1) / np.sqrt(m.size)
+    assert abs(m.mean() - token_sample.gaussian_max_mean(1000)) < 5 * se
+
+
+def _hardmax_setting():
+    A = np.array([[2.0, 0.7], [-0.4, 1.5]])   # not symmetric: A x and A^T x differ
+    return A, ALPHA0, SIGMA0, np.array([0.6, -0.8])
+
+
+def test_hardmax_law_selects_the_key_of_largest_score():
+    """The hardmax column against the key maximising <A x, y_j> found directly (independent
+    of the attention code), from the same draws; and the softmax columns between the
+    hardmax value and, for a small strength, near the limit's projection t."""
+    A, alpha, Sigma, x = _hardmax_setting()
+    sizes, draws = [50, 2000], 30
+    h = token_sample.hardmax_law(A, alpha, Sigma, sizes, draws, [5, 1], query=x,
+                                 strengths=[0.5, 3.0], n_jobs=1)
+    a = A @ x
+    sig = np.sqrt(a @ Sigma @ a)
+    chol = np.linalg.cholesky(Sigma)
+    for k, n in enumerate(sizes):
+        for r in range(draws):
+            Y = alpha + np.random.default_rng([5, 1, k, r]).standard_normal((n, 2)) @ chol.T
+            best = (Y[np.argmax(Y @ a)] - alpha) @ a / sig
+            assert h.maxima[k, r] == pytest.approx(best, abs=(n - 1) / (np.e * 1e9) + 1e-9)
+    assert np.all(h.softmax <= h.maxima[:, :, None] + 1e-9)
+    assert abs(h.softmax[1, :, 0].mean() - 0.5) < 0.05   # n = 2000, t = 0.5: the LLN regime
+    assert np.all(h.ks < h.threshold)
+
+
+def test_max_law_test_accepts_the_law_and_rejects_wrong_ones():
+    """Power of the chapter's check (400 draws per size, level 1e-6): maxima of n/2 or 2n
+    Gaussians (the key count off by a factor 2), a standardisation 10 % off, and the key
+    chosen by A^T x instead of A x are rejected; the true law is accepted."""
+    rng = np.random.default_rng(11)
+    sizes, R = [10, 100, 1000, 10000], 400
+    true = [np.array([rng.standard_normal(n).max() for _ in range(R)]) for n in sizes]
+    ks, thr = token_sample._max_law_ks(sizes, true, 1e-6)
+    assert np.all(ks < thr)
+    half = [np.array([rng.standard_normal(max(1, n // 2)).max() for _ in range(R)])
+            for n in sizes]
+    double = [np.array([rng.standard_normal(2 * n).max() for _ in range(R)]) for n in sizes]
+    for wrong in (half, double, [1.1 * s for s in true]):
+        ks, thr = token_sample._max_law_ks(sizes, wrong, 1e-6)
+        assert np.any(ks > thr)   # the chapter's check fails if one size does
+    A, alpha, Sigma, x = _hardmax_setting()
+    a, b = A @ x, A.T @ x
+    chol = np.linalg.cholesky(Sigma)
+    transposed = []
+    for n in sizes:
+        s = []
+        for _ in range(R):
+            Y = rng.standard_normal((n, 2)) @ chol.T
+            s.append(Y[np.argmax(Y @ b)] @ a / np.sqrt(a @ Sigma @ a))
+        transposed.append(np.array(s))
+    ks, thr = token_sample._max_law_ks(sizes, transposed, 1e-6)
+    assert np.any(ks > thr)
+
+
+@pytest.mark.parametrize("kwargs", [dict(query=[1.0, 0.0, 0.0]), dict(query=[np.nan, 1.0]),
+                                    dict(strengths=[-1.0]), dict(strengths=[[1.0]]),
+                                    dict(level=1.0), dict(level=0.0), dict(draws=1),
+                                    dict(A=np.zeros((2, 2))), dict(sizes=[2 * 10**6])])
+def test_hardmax_law_rejects_bad_input(kwargs):
+    args = dict(A=np.eye(2), alpha=np.zeros(2), Sigma=np.eye(2), sizes=[10], draws=3, seed=0)
+    args.update(kwargs)
+    with pytest.raises(ValueError):
+        token_sample.hardmax_law(**args)

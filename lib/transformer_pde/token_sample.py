@@ -26,7 +26,8 @@ from numpy.typing import ArrayLike, NDArray
 from . import _checks, _progress
 
 __all__ = ["disk_grid", "fluctuation_covariance", "uniform_field_errors", "sup_limit",
-           "moment_exponent", "SupLimit", "UniformRateTest", "uniform_rate_test"]
+           "moment_exponent", "SupLimit", "UniformRateTest", "uniform_rate_test",
+           "gaussian_max_mean", "HardmaxLaw", "hardmax_law"]
 
 
 def disk_grid(radius: float, rings: int, center: ArrayLike = (0.0, 0.0)) -> NDArray[np.float64]:
@@ -445,3 +446,219 @@ def uniform_rate_test(sizes: ArrayLike, squared_errors: Sequence[ArrayLike],
     z_limit = (logs.mean() - log_lim) / np.sqrt(logs.var(ddof=1) / logs.size + lse**2)
     return UniformRateTest(fit.exponent, fit.stderr, float(fit.z(-0.5)), means, ses,
                            float(z_limit))
+
+
+def gaussian_max_mean(n: int) -> float:
+    r"""Mean of the maximum of :math:`n` independent standard Gaussians.
+
+    .. math::
+
+        \mathbb E \max_{j \le n} s_j = \int_0^\infty \big(1 - \Phi(s)^n\big)\, ds
+        - \int_{-\infty}^0 \Phi(s)^n\, ds,
+
+    by the trapezoidal rule on :math:`[0, 12]` with step :math:`10^{-3}` for both integrals
+    (the integrands are smooth, and below :math:`10^{-27}` beyond 12 for :math:`n \le 10^6`;
+    the closed forms :math:`1/\sqrt\pi` and :math:`3/(2\sqrt\pi)` for :math:`n = 2, 3` are
+    met to :math:`10^{-12}`). Asymptotically (classical extreme-value theory)
+    :math:`\sqrt{2\log n} - (\log\log n + \log 4\pi - 2\gamma)/(2\sqrt{2\log n})
+    + o(1/\sqrt{\log n})`.
+    The standardised projection of hardmax attention on :math:`n` Gaussian keys has this law
+    (:func:`hardmax_law`, derived here for the hardmax item of Bohbot et al., 2026).
+
+    Parameters
+    ----------
+    n : int
+        Number of Gaussians, :math:`1 \le n \le 10^6`.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        If ``n`` is not an integer in :math:`[1, 10^6]`.
+
+    Examples
+    --------
+    >>> round(float(gaussian_max_mean(2) * np.sqrt(np.pi)), 8)   # E max of two: 1/sqrt(pi)
+    1.0
+
+    References
+    ----------
+    :cite:`bohbot2026token`
+    """
+    from scipy.special import log_ndtr
+
+    n = _checks.positive_int(n, "n")
+    if n > 10**6:
+        raise ValueError(f"n must be at most 10^6, got {n}")
+    s = np.linspace(0.0, 12.0, 12001)
+    upper = 1.0 - np.exp(n * log_ndtr(s))      # 1 - Phi(s)^n on [0, 12]
+    lower = np.exp(n * log_ndtr(-s))           # Phi(-s)^n on [0, 12]
+    h = s[1] - s[0]
+    return float(np.sum((upper[1:] + upper[:-1]) - (lower[1:] + lower[:-1])) * h / 2)
+
+
+class HardmaxLaw(NamedTuple):
+    """Output of :func:`hardmax_law`."""
+
+    maxima: NDArray[np.float64]
+    softmax: NDArray[np.float64]
+    ks: NDArray[np.float64]
+    threshold: NDArray[np.float64]
+    expected: NDArray[np.float64]
+
+
+#: Strength of the softmax that :func:`hardmax_law` uses as hardmax.
+HARD_STRENGTH = 1e9
+
+
+def _uniform_ks(u):
+    """Kolmogorov-Smirnov distance of the sample ``u`` from the uniform law on [0, 1]."""
+    u = np.sort(u)
+    i = np.arange(1, u.size + 1)
+    return float(max(np.max(i / u.size - u), np.max(u - (i - 1) / u.size)))
+
+
+def _max_density(n):
+    """Largest density of the maximum of ``n`` standard Gaussians, n phi Phi^(n-1)."""
+    from scipy.special import log_ndtr
+
+    s = np.linspace(-12.0, 12.0, 24001)
+    return float(np.max(n * np.exp(-s**2 / 2 - 0.5 * np.log(2 * np.pi)
+                                   + (n - 1) * log_ndtr(s))))
+
+
+def _max_law_ks(sizes, maxima, level, strength=np.inf):
+    """KS distances of Phi(S)^n from uniform, and the DKW-Massart thresholds (Bonferroni over
+    the sizes at total ``level``) plus the largest move a softmax of finite ``strength``
+    instead of hardmax can cause, sup f_n * (n - 1)/(e * strength)."""
+    from scipy.special import log_ndtr
+
+    ks, thr = [], []
+    for n, s in zip(sizes, maxima, strict=True):
+        s = np.asarray(s, dtype=np.float64)
+        ks.append(_uniform_ks(np.exp(n * log_ndtr(s))))
+        slack = _max_density(n) * (n - 1) / (np.e * strength) if np.isfinite(strength) else 0.0
+        thr.append(np.sqrt(np.log(2 * len(sizes) / level) / (2 * s.size)) + slack)
+    return np.array(ks), np.array(thr)
+
+
+def _hardmax_draw(key, A, alpha, chol, x, a, sig, n, strengths):
+    from . import attention
+
+    Y = alpha + np.random.default_rng(key).standard_normal((n, alpha.shape[0])) @ chol.T
+    out = []
+    for t in (HARD_STRENGTH, *strengths):
+        b = attention.softmax(Y, (t / sig) * A, np.eye(alpha.shape[0]), queries=x[None])[0]
+        out.append(float((b - alpha) @ a / sig))
+    return out
+
+
+def hardmax_law(A: ArrayLike, alpha: ArrayLike, Sigma: ArrayLike, sizes: ArrayLike,
+                draws: int, seed: int | Sequence[int], *, query: ArrayLike | None = None,
+                strengths: ArrayLike = (1.0,), level: float = 1e-6,
+                n_jobs: int | None = None) -> HardmaxLaw:
+    r"""Hardmax attention on :math:`n` Gaussian keys: the law of its projection, and softmax.
+
+    For keys :math:`y_1, \dots, y_n \sim \mathcal N(\alpha, \Sigma)` i.i.d., a query
+    :math:`x` with :math:`a = Ax \ne 0` and :math:`\sigma_a^2 = a^\top\Sigma a`, the
+    standardised scores :math:`s_j = \langle a, y_j - \alpha\rangle/\sigma_a` are i.i.d.
+    standard Gaussians; hardmax attention outputs the key of largest score, whose standardised
+    projection :math:`S_n = \max_j s_j` has the law :math:`P(S_n \le s) = \Phi(s)^n`
+    (derived here). So :math:`U = \Phi(S_n)^n` is uniform on :math:`[0, 1]`, and the
+    Kolmogorov-Smirnov distance of :math:`R` draws of :math:`U` from the uniform law exceeds
+    :math:`\sqrt{\log(2K/\text{level})/(2R)}` with probability at most ``level``/K (the
+    Dvoretzky-Kiefer-Wolfowitz inequality with Massart's constant), K the number of sizes.
+
+    Hardmax is computed as the library's softmax attention
+    (:func:`transformer_pde.attention.softmax`, value matrix :math:`I`) with :math:`A` scaled
+    to the strength :math:`t = 10^9` (:math:`t = \beta\sigma_a`): it differs from the key of
+    largest score by at most :math:`(n - 1)/(e t)` in standardised projection, which moves the
+    KS distance by at most :math:`\sup f_n \cdot (n-1)/(et)`, :math:`f_n` the density of
+    :math:`S_n`; that amount is added to each threshold. The softmax at the finite
+    ``strengths`` :math:`t` is returned as well: its standardised projection is a convex
+    combination of the :math:`s_j`, at most :math:`S_n`, whereas the infinite-token limit
+    :math:`\Gamma_\mu(x) = \alpha + \Sigma(t/\sigma_a)Ax` has projection :math:`t`. Draw
+    ``r`` at size index ``k`` uses ``numpy.random.default_rng([*seed, k, r])``.
+
+    Parameters
+    ----------
+    A : array (d, d)
+    alpha : array (d,)
+    Sigma : array (d, d), symmetric positive definite
+    sizes : sequence of int
+        Numbers of keys :math:`n`, at most :math:`10^6`.
+    draws : int
+        Draws per size (at least 2).
+    seed : int or sequence of int
+    query : array (d,), optional
+        The query :math:`x` (the first coordinate vector by default).
+    strengths : sequence of float
+        Finite positive strengths :math:`t` of the softmax (default one, :math:`t = 1`).
+    level : float
+        Total false-alarm level of the KS thresholds, in :math:`(0, 1)`.
+    n_jobs : int or None
+
+    Returns
+    -------
+    HardmaxLaw
+        ``maxima`` (sizes, draws): :math:`S_n` per draw; ``softmax`` (sizes, draws,
+        strengths): the standardised projections of softmax attention; ``ks`` and
+        ``threshold`` per size; ``expected``: :math:`\mathbb E S_n` (:func:`gaussian_max_mean`).
+
+    Raises
+    ------
+    ValueError
+        On bad shapes, sizes, draws, strengths, level or seed, or if :math:`Ax = 0`.
+
+    Examples
+    --------
+    >>> h = hardmax_law(np.eye(2), np.zeros(2), np.eye(2), [10, 100], 50, 0, n_jobs=1)
+    >>> bool(np.all(h.ks < h.threshold))
+    True
+
+    References
+    ----------
+    :cite:`bohbot2026token`
+    """
+    alpha, Sigma = _checks.gaussian(alpha, Sigma)
+    d = alpha.shape[0]
+    A = _checks.matrix(A, "A", (d, d))
+    sizes = [_checks.positive_int(n, "sizes") for n in np.atleast_1d(sizes)]
+    if not sizes or max(sizes) > 10**6:
+        raise ValueError(f"sizes must be a non-empty sequence of sizes up to 10^6, got {sizes}")
+    R = _checks.int_at_least(draws, "draws", 2)
+    try:
+        seed = _checks.seed_key(seed)
+    except TypeError:
+        raise ValueError(f"seed must be a non-negative int or a 1-D sequence of them, "
+                         f"got {seed!r}") from None
+    if query is None:
+        x = np.eye(d)[0]
+    else:
+        x = _checks.real_array(query, "query")
+        if x.shape != (d,) or not np.all(np.isfinite(x)):
+            raise ValueError(f"query must be a finite array of shape ({d},), got {query!r}")
+    t = _checks.real_array(strengths, "strengths")
+    if t.ndim != 1 or not np.all(np.isfinite(t)) or np.any(t <= 0):
+        raise ValueError(f"strengths must be a 1-D sequence of positive finite numbers, "
+                         f"got {strengths!r}")
+    level = _checks.positive_float(level, "level")
+    if level >= 1:
+        raise ValueError(f"level must lie in (0, 1), got {level!r}")
+    a = A @ x
+    sig = float(np.sqrt(a @ Sigma @ a))
+    if not sig > 0:
+        raise ValueError("A @ query must be non-zero")
+    chol = np.linalg.cholesky(Sigma)
+    proj = np.empty((len(sizes), R, 1 + t.size))
+    for k, n in enumerate(sizes):
+        proj[k] = np.array(_progress.map_blocks(
+            _hardmax_draw, [[*seed, k, r] for r in range(R)],
+            (A, alpha, chol, x, a, sig, n, tuple(t)), {},
+            block=max(1, 2**20 // n), n_jobs=n_jobs))
+    ks, thr = _max_law_ks(sizes, proj[:, :, 0], level, HARD_STRENGTH)
+    return HardmaxLaw(proj[:, :, 0], proj[:, :, 1:], ks, thr,
+                      np.array([gaussian_max_mean(n) for n in sizes]))
