@@ -28,6 +28,38 @@ def affine_moments_rhs(M: ArrayLike, b: ArrayLike, alpha: ArrayLike,
     .. math:: \dot\alpha = M\alpha + b, \qquad \dot\Sigma = M\Sigma + \Sigma M^\top.
 
     Returns ``(dalpha, dSigma)``; ``dSigma`` is exactly symmetric.
+
+    Parameters
+    ----------
+    M : array (d, d)
+        Linear part of the field.
+    b : array (d,)
+        Constant part of the field.
+    alpha : array (d,)
+        Mean of the Gaussian.
+    Sigma : array (d, d)
+        Covariance of the Gaussian.
+
+    Returns
+    -------
+    dalpha : array (d,)
+    dSigma : array (d, d)
+
+    Raises
+    ------
+    ValueError
+        If the shapes do not match (raised by NumPy's matrix product).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> da, dS = affine_moments_rhs(np.eye(2), [1.0, 0.0], [1.0, 2.0], np.eye(2))
+    >>> print(da.tolist(), dS.tolist())
+    [2.0, 2.0] [[2.0, 0.0], [0.0, 2.0]]
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     M, b = np.asarray(M, dtype=np.float64), np.asarray(b, dtype=np.float64)
     alpha, Sigma = np.asarray(alpha, dtype=np.float64), np.asarray(Sigma, dtype=np.float64)
@@ -48,6 +80,40 @@ def softmax_field(alpha: ArrayLike, Sigma: ArrayLike, A: ArrayLike,
     The reweighted measure :math:`e^{\langle Ax, y\rangle}\mathcal N(\alpha,\Sigma)(dy)/Z` is
     :math:`\mathcal N(\alpha + \Sigma A x, \Sigma)` (completing the square), hence
     :math:`M = V\Sigma A`, :math:`b = V\alpha` (Castin et al., 2025). Returns ``(M, b)``.
+
+    Parameters
+    ----------
+    alpha : array (d,)
+        Mean of the Gaussian.
+    Sigma : array (d, d)
+        Covariance (symmetric positive semi-definite).
+    A : array (d, d)
+        Key-query matrix ``K.T @ Q``.
+    V : array (d, d)
+        Value matrix.
+
+    Returns
+    -------
+    M : array (d, d)
+        :math:`V\Sigma A`.
+    b : array (d,)
+        :math:`V\alpha`.
+
+    Raises
+    ------
+    ValueError
+        If ``Sigma`` is not a covariance or a shape does not match.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> M, b = softmax_field([1.0, 0.0], np.diag([2.0, 1.0]), np.eye(2), 3 * np.eye(2))
+    >>> print(M.tolist(), b.tolist())
+    [[6.0, 0.0], [0.0, 3.0]] [3.0, 0.0]
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     alpha, Sigma = _checks.moments(alpha, Sigma)
     d = alpha.size
@@ -70,6 +136,41 @@ def softmax_rhs(alpha: ArrayLike, Sigma: ArrayLike, A: ArrayLike,
 
     (Castin, Ablin, Carrillo and Peyré, 2025). ``A = K.T @ Q`` and ``V`` are ``(d, d)``.
     Returns ``(dalpha, dSigma)``.
+
+    Parameters
+    ----------
+    alpha : array (d,)
+        Mean of the Gaussian.
+    Sigma : array (d, d)
+        Covariance (symmetric positive semi-definite).
+    A : array (d, d)
+        Key-query matrix.
+    V : array (d, d)
+        Value matrix.
+
+    Returns
+    -------
+    dalpha : array (d,)
+    dSigma : array (d, d)
+
+    Raises
+    ------
+    ValueError
+        If ``Sigma`` is not a covariance or a shape does not match.
+
+    Examples
+    --------
+    With :math:`V = A = I` and :math:`\Sigma = I`, :math:`\dot\alpha = 2\alpha` and
+    :math:`\dot\Sigma = 2I`:
+
+    >>> import numpy as np
+    >>> da, dS = softmax_rhs([1.0, -1.0], np.eye(2), np.eye(2), np.eye(2))
+    >>> print(da.tolist(), dS.tolist())
+    [2.0, -2.0] [[2.0, 0.0], [0.0, 2.0]]
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     M, b = softmax_field(alpha, Sigma, A, V)
     return affine_moments_rhs(M, b, np.asarray(alpha, float), _symmetric_part(Sigma))
@@ -86,6 +187,42 @@ def l2_field(alpha: ArrayLike, Sigma: ArrayLike, Q: ArrayLike, K: ArrayLike,
     :math:`P = \Sigma^{-1} + 2K^\top K` and mean :math:`P^{-1}(\Sigma^{-1}\alpha + 2Ax)`,
     :math:`A = K^\top Q`; written with :math:`P^{-1} = (I + 2\Sigma K^\top K)^{-1}\Sigma` it also
     holds for singular :math:`\Sigma`. Kim et al. (2021); Castin et al. (2025). Returns ``(M, b)``.
+
+    Parameters
+    ----------
+    alpha : array (d,)
+        Mean of the Gaussian.
+    Sigma : array (d, d)
+        Covariance (symmetric positive semi-definite; singular allowed).
+    Q, K : array (k, d)
+        Query and key matrices.
+    V : array (d, d)
+        Value matrix.
+
+    Returns
+    -------
+    M : array (d, d)
+        :math:`2V(I + 2\Sigma K^\top K)^{-1}\Sigma K^\top Q`.
+    b : array (d,)
+        :math:`V(I + 2\Sigma K^\top K)^{-1}\alpha`.
+
+    Raises
+    ------
+    ValueError
+        If ``Sigma`` is not a covariance or a shape does not match.
+
+    Examples
+    --------
+    With :math:`Q = K = V = I` and :math:`\Sigma = I`, :math:`(I + 2I)^{-1} = I/3`:
+
+    >>> import numpy as np
+    >>> M, b = l2_field([3.0, 0.0], np.eye(2), np.eye(2), np.eye(2), np.eye(2))
+    >>> print(np.round(3 * M, 12).tolist(), np.round(b, 12).tolist())
+    [[2.0, 0.0], [0.0, 2.0]] [1.0, 0.0]
+
+    References
+    ----------
+    :cite:`kim2021lipschitz,castin2025unified`
     """
     alpha, Sigma = _checks.moments(alpha, Sigma)
     d = alpha.size
@@ -112,6 +249,41 @@ def l2_rhs(alpha: ArrayLike, Sigma: ArrayLike, Q: ArrayLike, K: ArrayLike,
     (Castin et al., 2025; L2 attention of Kim et al., 2021), evaluated through
     :math:`P^{-1} = (I + 2\Sigma K^\top K)^{-1}\Sigma` so that singular :math:`\Sigma` is allowed.
     Returns ``(dalpha, dSigma)``.
+
+    Parameters
+    ----------
+    alpha : array (d,)
+        Mean of the Gaussian.
+    Sigma : array (d, d)
+        Covariance (symmetric positive semi-definite; singular allowed).
+    Q, K : array (k, d)
+        Query and key matrices.
+    V : array (d, d)
+        Value matrix.
+
+    Returns
+    -------
+    dalpha : array (d,)
+    dSigma : array (d, d)
+
+    Raises
+    ------
+    ValueError
+        If ``Sigma`` is not a covariance or a shape does not match.
+
+    Examples
+    --------
+    With :math:`Q = K = V = I`, :math:`\Sigma = I`: :math:`P^{-1} = I/3`,
+    :math:`\dot\alpha = \alpha` and :math:`\dot\Sigma = \tfrac43 I`:
+
+    >>> import numpy as np
+    >>> da, dS = l2_rhs([3.0, 0.0], np.eye(2), np.eye(2), np.eye(2), np.eye(2))
+    >>> print(np.round(da, 12).tolist(), np.round(3 * dS, 12).tolist())
+    [3.0, 0.0] [[4.0, 0.0], [0.0, 4.0]]
+
+    References
+    ----------
+    :cite:`kim2021lipschitz,castin2025unified`
     """
     M, b = l2_field(alpha, Sigma, Q, K, V)
     return affine_moments_rhs(M, b, np.asarray(alpha, float), _symmetric_part(Sigma))
@@ -145,6 +317,39 @@ def sinkhorn_plan_cross_covariance(Sigma: ArrayLike, Q: ArrayLike, K: ArrayLike,
     the solution of :math:`G(I - G^\top G)^{-1} = c\,B^\top` (the off-diagonal block of the
     joint precision must be :math:`-cA^\top`). Closed forms of Gaussian entropic transport:
     Janati et al. (2020), Mallasto et al. (2022). ``Q``, ``K`` are ``(k, d)``.
+
+    Parameters
+    ----------
+    Sigma : array (d, d)
+        Covariance of the Gaussian (symmetric positive semi-definite).
+    Q, K : array (k, d)
+        Query and key matrices.
+    epsilon : float, optional
+        Regularisation :math:`\varepsilon > 0`.
+
+    Returns
+    -------
+    array (d, d)
+        The cross-covariance :math:`C`.
+
+    Raises
+    ------
+    ValueError
+        If ``Sigma`` is not a covariance, a shape does not match or ``epsilon`` is not positive.
+
+    Examples
+    --------
+    In :math:`d = 1` with :math:`\Sigma = Q = K = 1`, :math:`\varepsilon = 1`: :math:`c = 2`,
+    :math:`B = 1`, :math:`C = 4/(1 + \sqrt{17})`:
+
+    >>> import numpy as np
+    >>> C = sinkhorn_plan_cross_covariance([[1.0]], [[1.0]], [[1.0]])
+    >>> print(bool(abs(C[0, 0] - 4 / (1 + np.sqrt(17))) < 1e-12))
+    True
+
+    References
+    ----------
+    :cite:`janati2020entropic,mallasto2022entropy,castin2025unified`
     """
     Sigma = _checks.moments(np.zeros(np.shape(Sigma)[0]), Sigma)[1]
     Q, K = _checks.query_key(Q, K, Sigma.shape[0])
@@ -181,6 +386,47 @@ def sinkhorn_field(alpha: ArrayLike, Sigma: ArrayLike, Q: ArrayLike, K: ArrayLik
     valid for every PSD :math:`\Sigma` and every :math:`A` (no inverse needed). Janati et al.
     (2020), Mallasto et al. (2022), Castin et al. (2025). Returns ``(M, b)`` with
     :math:`b = (V - M)\alpha`.
+
+    Parameters
+    ----------
+    alpha : array (d,)
+        Mean of the Gaussian.
+    Sigma : array (d, d)
+        Covariance (symmetric positive semi-definite).
+    Q, K : array (k, d)
+        Query and key matrices.
+    V : array (d, d)
+        Value matrix.
+    epsilon : float, optional
+        Regularisation :math:`\varepsilon > 0`.
+
+    Returns
+    -------
+    M : array (d, d)
+    b : array (d,)
+        :math:`(V - M)\alpha`.
+
+    Raises
+    ------
+    ValueError
+        If ``Sigma`` is not a covariance, a shape does not match or ``epsilon`` is not positive.
+
+    Examples
+    --------
+    The slope is :math:`VC^\top\Sigma^{-1}` with :math:`C` of
+    :func:`sinkhorn_plan_cross_covariance`:
+
+    >>> import numpy as np
+    >>> Sigma = np.array([[2.0, 0.5], [0.5, 1.0]])
+    >>> Q, K, V = np.eye(2), np.array([[1.0, 0.3], [0.0, 1.0]]), np.eye(2)
+    >>> M, b = sinkhorn_field([1.0, 0.0], Sigma, Q, K, V)
+    >>> C = sinkhorn_plan_cross_covariance(Sigma, Q, K)
+    >>> print(bool(np.allclose(M, C.T @ np.linalg.inv(Sigma), atol=1e-12)))
+    True
+
+    References
+    ----------
+    :cite:`sander2022sinkformers,janati2020entropic,mallasto2022entropy,castin2025unified`
     """
     alpha, Sigma = _checks.moments(alpha, Sigma)
     d = alpha.size
@@ -209,6 +455,42 @@ def sinkhorn_rhs(alpha: ArrayLike, Sigma: ArrayLike, Q: ArrayLike, K: ArrayLike,
     as :math:`V\alpha` because the plan's second marginal is :math:`\mu` itself. See
     :func:`sinkhorn_field`; Sander et al. (2022), Janati et al. (2020), Castin et al. (2025).
     Returns ``(dalpha, dSigma)``.
+
+    Parameters
+    ----------
+    alpha : array (d,)
+        Mean of the Gaussian.
+    Sigma : array (d, d)
+        Covariance (symmetric positive semi-definite).
+    Q, K : array (k, d)
+        Query and key matrices.
+    V : array (d, d)
+        Value matrix.
+    epsilon : float, optional
+        Regularisation :math:`\varepsilon > 0`.
+
+    Returns
+    -------
+    dalpha : array (d,)
+    dSigma : array (d, d)
+
+    Raises
+    ------
+    ValueError
+        If ``Sigma`` is not a covariance, a shape does not match or ``epsilon`` is not positive.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> da, dS = sinkhorn_rhs([1.0, 2.0], np.eye(2), np.eye(2), np.eye(2), 2 * np.eye(2))
+    >>> print(da.tolist())
+    [2.0, 4.0]
+    >>> print(bool(abs(dS[0, 0] - 16 / (1 + np.sqrt(17))) < 1e-12))
+    True
+
+    References
+    ----------
+    :cite:`sander2022sinkformers,janati2020entropic,castin2025unified`
     """
     M, b = sinkhorn_field(alpha, Sigma, Q, K, V, epsilon=epsilon)
     return affine_moments_rhs(M, b, np.asarray(alpha, float), _symmetric_part(Sigma))
@@ -230,6 +512,42 @@ def sinkhorn_rhs_published(Sigma: ArrayLike, Q: ArrayLike, K: ArrayLike,
     dot-product kernel :math:`e^{\langle Ax, y\rangle}`: the factors
     :math:`e^{-|Qx|^2/2}`, :math:`e^{-|Ky|^2/2}` are absorbed by the normalisations), not
     ``epsilon=1``: see the chapter "Gaussian initial data". Returns ``dSigma``.
+
+    Parameters
+    ----------
+    Sigma : array (d, d)
+        Covariance, symmetric positive definite.
+    Q, K : array (k, d)
+        Query and key matrices, with :math:`K^\top Q` invertible.
+    V : array (d, d)
+        Value matrix.
+
+    Returns
+    -------
+    array (d, d)
+        ``dSigma``.
+
+    Raises
+    ------
+    ValueError
+        If ``Sigma`` or :math:`K^\top Q` is not invertible (condition number above
+        :math:`10^{12}`), or a shape does not match.
+
+    Examples
+    --------
+    It agrees with :func:`sinkhorn_rhs` at ``epsilon=2``:
+
+    >>> import numpy as np
+    >>> Sigma = np.array([[2.0, 0.5], [0.5, 1.0]])
+    >>> Q, K, V = np.eye(2), np.array([[1.0, 0.3], [0.0, 1.0]]), np.diag([1.0, 2.0])
+    >>> dS = sinkhorn_rhs_published(Sigma, Q, K, V)
+    >>> ref = sinkhorn_rhs([0.0, 0.0], Sigma, Q, K, V, epsilon=2.0)[1]
+    >>> print(bool(np.allclose(dS, ref, atol=1e-10)))
+    True
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     Sigma = _checks.moments(np.zeros(np.shape(Sigma)[0]), Sigma)[1]
     d = Sigma.shape[0]
@@ -254,6 +572,42 @@ def multihead_field(alpha: ArrayLike, Sigma: ArrayLike, As: ArrayLike,
     :math:`M = \sum_h V_h\Sigma A_h`, :math:`b = \sum_h V_h\alpha` (output projections folded into
     :math:`V_h`, as in :func:`transformer_pde.attention.multihead`). Castin et al. (2025).
     ``As`` and ``Vs`` have shape ``(H, d, d)``. Returns ``(M, b)``.
+
+    Parameters
+    ----------
+    alpha : array (d,)
+        Mean of the Gaussian.
+    Sigma : array (d, d)
+        Covariance (symmetric positive semi-definite).
+    As : array (H, d, d)
+        Key-query matrices of the heads.
+    Vs : array (H, d, d)
+        Value matrices of the heads (output projection included).
+
+    Returns
+    -------
+    M : array (d, d)
+    b : array (d,)
+
+    Raises
+    ------
+    ValueError
+        If ``Sigma`` is not a covariance, a shape does not match or the head counts differ.
+
+    Examples
+    --------
+    Two heads add up:
+
+    >>> import numpy as np
+    >>> As = np.stack([np.eye(2), 2 * np.eye(2)])
+    >>> Vs = np.stack([np.eye(2), np.eye(2)])
+    >>> M, b = multihead_field([1.0, 0.0], np.eye(2), As, Vs)
+    >>> print(M.tolist(), b.tolist())
+    [[3.0, 0.0], [0.0, 3.0]] [2.0, 0.0]
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     alpha, Sigma = _checks.moments(alpha, Sigma)
     d = alpha.size
@@ -282,6 +636,41 @@ def multihead_rhs(alpha: ArrayLike, Sigma: ArrayLike, As: ArrayLike,
         \dot\Sigma = \sum_h \big(V_h\Sigma A_h\Sigma + \Sigma A_h^\top\Sigma V_h^\top\big)
 
     (Castin et al., 2025). Returns ``(dalpha, dSigma)``.
+
+    Parameters
+    ----------
+    alpha : array (d,)
+        Mean of the Gaussian.
+    Sigma : array (d, d)
+        Covariance (symmetric positive semi-definite).
+    As, Vs : array (H, d, d)
+        Key-query and value matrices of the heads.
+
+    Returns
+    -------
+    dalpha : array (d,)
+    dSigma : array (d, d)
+
+    Raises
+    ------
+    ValueError
+        If ``Sigma`` is not a covariance, a shape does not match or the head counts differ.
+
+    Examples
+    --------
+    One head is :func:`softmax_rhs`:
+
+    >>> import numpy as np
+    >>> A, V = np.array([[1.0, 0.5], [0.0, -1.0]]), np.array([[1.0, 0.0], [1.0, 1.0]])
+    >>> a, S = [1.0, 2.0], np.array([[2.0, 0.5], [0.5, 1.0]])
+    >>> one = multihead_rhs(a, S, A[None], V[None])
+    >>> ref = softmax_rhs(a, S, A, V)
+    >>> print(all(bool(np.allclose(x, y, atol=1e-12)) for x, y in zip(one, ref)))
+    True
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     M, b = multihead_field(alpha, Sigma, As, Vs)
     return affine_moments_rhs(M, b, np.asarray(alpha, float), _symmetric_part(Sigma))
@@ -320,6 +709,35 @@ def softmax_identity_blowup_time(Sigma0: ArrayLike, A: ArrayLike) -> float:
     and :math:`t^* = +\infty` when :math:`\lambda_{\max} \le 0` (up to a relative
     :math:`10^{-12}`) (Castin et al., 2025). Follows from
     :math:`\frac{d}{dt}\Sigma^{-1} = -2A_s`.
+
+    Parameters
+    ----------
+    Sigma0 : array (d, d)
+        Initial covariance (symmetric positive semi-definite).
+    A : array (d, d)
+        Key-query matrix.
+
+    Returns
+    -------
+    float
+        :math:`t^*`, possibly ``inf``.
+
+    Raises
+    ------
+    ValueError
+        If ``Sigma0`` is not a covariance or ``A`` has the wrong shape.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> print(softmax_identity_blowup_time(np.eye(2), np.diag([2.0, -1.0])))
+    0.25
+    >>> print(softmax_identity_blowup_time(np.eye(2), -np.eye(2)))
+    inf
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     Sigma0 = _checks.moments(np.zeros(np.shape(Sigma0)[0]), Sigma0, Sigma_name="Sigma0")[1]
     S12 = psd_sqrt(Sigma0)
@@ -338,6 +756,39 @@ def softmax_identity_covariance(Sigma0: ArrayLike, A: ArrayLike,
     also holds for singular :math:`\Sigma_0`. ``t`` may be a scalar or an array of times
     ``(k,)`` (returns ``(k, d, d)``); times at or beyond the blow-up time raise ``ValueError``.
     Castin et al. (2025).
+
+    Parameters
+    ----------
+    Sigma0 : array (d, d)
+        Initial covariance (symmetric positive semi-definite).
+    A : array (d, d)
+        Key-query matrix.
+    t : float or array (k,)
+        Times, finite and below the blow-up time.
+
+    Returns
+    -------
+    array (d, d) or (k, d, d)
+
+    Raises
+    ------
+    ValueError
+        If ``Sigma0`` is not a covariance, ``t`` is not finite or reaches the blow-up time
+        (:func:`softmax_identity_blowup_time`).
+
+    Examples
+    --------
+    With :math:`\Sigma_0 = I` and :math:`A = \mathrm{diag}(1, -1)`, :math:`\Sigma(t) =
+    \mathrm{diag}(1/(1 - 2t), 1/(1 + 2t))`:
+
+    >>> import numpy as np
+    >>> S = softmax_identity_covariance(np.eye(2), np.diag([1.0, -1.0]), [0.0, 0.25])
+    >>> print(np.round(S, 12).tolist())
+    [[[1.0, 0.0], [0.0, 1.0]], [[2.0, 0.0], [0.0, 0.666666666667]]]
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     Sigma0 = _checks.moments(np.zeros(np.shape(Sigma0)[0]), Sigma0, Sigma_name="Sigma0")[1]
     d = Sigma0.shape[0]
@@ -366,6 +817,39 @@ def softmax_identity_limit(Sigma0: ArrayLike, A: ArrayLike, *,
     of rank :math:`d - \mathrm{rank}(P)` when :math:`\Sigma_0 \succ 0` (the clustering effect,
     Castin et al., 2025). ``ValueError`` if :math:`A_s` has a positive eigenvalue (then the
     solution blows up in finite time).
+
+    Parameters
+    ----------
+    Sigma0 : array (d, d)
+        Initial covariance (symmetric positive semi-definite).
+    A : array (d, d)
+        Key-query matrix with negative semi-definite symmetric part.
+    rank_tol : float, optional
+        Relative tolerance below which an eigenvalue counts as zero.
+
+    Returns
+    -------
+    array (d, d)
+        :math:`\Sigma_\infty`.
+
+    Raises
+    ------
+    ValueError
+        If :math:`A_s` has a positive eigenvalue, ``Sigma0`` is not a covariance or ``A`` has the
+        wrong shape.
+
+    Examples
+    --------
+    With :math:`A_s = -\mathrm{diag}(1, 0)` the first direction collapses:
+
+    >>> import numpy as np
+    >>> S = softmax_identity_limit(np.array([[2.0, 0.0], [0.0, 3.0]]), np.diag([-1.0, 0.0]))
+    >>> print(np.round(S, 12).tolist())
+    [[0.0, 0.0], [0.0, 3.0]]
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     Sigma0 = _checks.moments(np.zeros(np.shape(Sigma0)[0]), Sigma0, Sigma_name="Sigma0")[1]
     d = Sigma0.shape[0]
@@ -390,6 +874,32 @@ def cone_coordinates(Sigma: ArrayLike) -> NDArray[np.float64]:
     :math:`\Sigma \succeq 0` iff :math:`a + b \ge \sqrt{(a - b)^2 + 4c^2}`, so the cone of
     covariance matrices is the Lorentz cone and rank-one matrices are its surface. ``Sigma``
     has shape ``(..., 2, 2)``; returns ``(..., 3)``.
+
+    Parameters
+    ----------
+    Sigma : array (..., 2, 2)
+        Covariance matrices.
+
+    Returns
+    -------
+    array (..., 3)
+        :math:`(a - b, 2c, a + b)` (the off-diagonal entries are added, so a non-symmetric input
+        gives :math:`c_{12} + c_{21}`).
+
+    Raises
+    ------
+    ValueError
+        If the last two axes are not ``(2, 2)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> print(cone_coordinates(np.array([[3.0, 1.0], [1.0, 2.0]])).tolist())
+    [1.0, 2.0, 5.0]
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     S = np.asarray(Sigma, dtype=np.float64)
     if S.ndim < 2 or S.shape[-2:] != (2, 2):
@@ -401,7 +911,31 @@ def cone_coordinates(Sigma: ArrayLike) -> NDArray[np.float64]:
 def covariance_from_cone(u: float, w: float, v: float) -> NDArray[np.float64]:
     r"""Inverse of :func:`cone_coordinates`: the symmetric matrix
     :math:`\tfrac12\left[\begin{smallmatrix} v + u & w\\ w & v - u\end{smallmatrix}\right]`
-    (positive semi-definite iff :math:`v \ge \sqrt{u^2 + w^2}`)."""
+    (positive semi-definite iff :math:`v \ge \sqrt{u^2 + w^2}`).
+
+    Parameters
+    ----------
+    u, w, v : float
+        Cone coordinates.
+
+    Returns
+    -------
+    array (2, 2)
+
+    Raises
+    ------
+    ValueError
+        If a coordinate is not finite.
+
+    Examples
+    --------
+    >>> print(covariance_from_cone(1.0, 2.0, 5.0).tolist())
+    [[3.0, 1.0], [1.0, 2.0]]
+
+    References
+    ----------
+    :cite:`castin2025unified`
+    """
     u, w, v = (float(z) for z in (u, w, v))
     if not np.all(np.isfinite([u, w, v])):
         raise ValueError("u, w, v must be finite")
@@ -422,6 +956,33 @@ def softmax_lyapunov(Sigma: ArrayLike, V: ArrayLike) -> float:
     (derived in the chapter "Gaussian initial data" on the ODE of Castin et al., 2025; the
     first equality uses :math:`V^\top = V`). ``Sigma`` has shape ``(..., d, d)``; returns
     shape ``Sigma.shape[:-2]``. ``ValueError`` unless ``V`` is symmetric positive definite.
+
+    Parameters
+    ----------
+    Sigma : array (..., d, d)
+        Covariances.
+    V : array (d, d)
+        Value matrix, symmetric positive definite.
+
+    Returns
+    -------
+    float or array
+        :math:`\operatorname{tr}(V^{-1}\Sigma)`, of shape ``Sigma.shape[:-2]``.
+
+    Raises
+    ------
+    ValueError
+        If ``Sigma`` is not ``(..., d, d)`` or ``V`` is not symmetric positive definite.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> print(float(softmax_lyapunov(np.diag([2.0, 4.0]), np.diag([2.0, 1.0]))))
+    5.0
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     S = np.asarray(Sigma, dtype=np.float64)
     if S.ndim < 2 or S.shape[-1] != S.shape[-2]:
@@ -449,6 +1010,35 @@ def l2_growth_rate_bound(Q: ArrayLike, K: ArrayLike, V: ArrayLike) -> float:
     :math:`\frac{d}{dt}\operatorname{tr}\Sigma = 2\operatorname{tr}(M\Sigma) \le
     2c\operatorname{tr}\Sigma`: no finite-time blow-up, the global existence stated on the
     poster of Castin et al. (2025) (derived here for invertible :math:`K`).
+
+    Parameters
+    ----------
+    Q : array (d, d)
+        Query matrix.
+    K : array (d, d)
+        Key matrix, square and invertible.
+    V : array (d, d)
+        Value matrix.
+
+    Returns
+    -------
+    float
+        The rate :math:`c`.
+
+    Raises
+    ------
+    ValueError
+        If ``K`` is not square or not invertible, or a shape does not match.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> print(l2_growth_rate_bound(np.eye(2), 2 * np.eye(2), 3 * np.eye(2)))
+    1.5
+
+    References
+    ----------
+    :cite:`castin2025poster,kim2021lipschitz`
     """
     Q = _checks.matrix(Q, "Q")
     d = Q.shape[1]
