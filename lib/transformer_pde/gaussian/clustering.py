@@ -19,7 +19,24 @@ from .moments import MomentTrajectory, integrate_moments
 
 @dataclass(frozen=True)
 class ClusteringDraw:
-    """One random draw of :func:`clustering_rank_draws`: the run, ``P = Q^T Q`` and ``V``."""
+    """One random draw of :func:`clustering_rank_draws`: the run, ``P = Q^T Q`` and ``V``.
+
+    Attributes
+    ----------
+    run : MomentTrajectory
+        The integration of the draw.
+    P : array (d, d)
+        ``Q.T @ Q``, with ``A = -P``.
+    V : array (d, d)
+        The value matrix.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> draw = clustering_rank_draws(2, 1, np.random.default_rng(0))[0]
+    >>> print(type(draw).__name__, draw.P.shape, draw.run.status)
+    ClusteringDraw (2, 2) converged
+    """
 
     run: MomentTrajectory
     P: np.ndarray
@@ -68,6 +85,49 @@ def clustering_rank_draws(d: int, n_draws: int, rng: np.random.Generator, *, V: 
     output is interactive (a terminal, a notebook open in Jupyter; never under nbval or
     ``nbconvert --execute``); ``True`` always, ``False`` never.
     Returns a list of :class:`ClusteringDraw`.
+
+    Parameters
+    ----------
+    d : int
+        Dimension, at least 2.
+    n_draws : int
+        Number of independent draws.
+    rng : numpy.random.Generator
+        Source of the matrices.
+    V : {"identity", "random"}
+        The value matrix.
+    times : array, optional
+        Output times (default :math:`0` and 25 geometric times from :math:`10^{-2}` to
+        :math:`10^8`).
+    conv_tol, rank_tol, rtol, atol : float
+        Passed to :func:`~transformer_pde.gaussian.integrate_moments`.
+    n_jobs : int, optional
+        Passed to :class:`joblib.Parallel`.
+    progress : bool, optional
+        Progress bar (see above).
+
+    Returns
+    -------
+    list of ClusteringDraw
+
+    Raises
+    ------
+    ValueError
+        If ``d < 2``, ``n_draws`` is not a positive integer, ``V`` is unknown, ``rng`` is not a
+        Generator, ``times`` is not increasing or a tolerance is not positive.
+
+    Examples
+    --------
+    In :math:`d = 4`, :math:`P` has rank 2, and the limits have rank :math:`d - 2 = 2`:
+
+    >>> import numpy as np
+    >>> draws = clustering_rank_draws(4, 2, np.random.default_rng(0))
+    >>> print([(draw.run.status, draw.run.rank) for draw in draws])
+    [('converged', 2), ('converged', 2)]
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     d = _checks.positive_int(d, "d")
     if d < 2:
@@ -95,7 +155,26 @@ def clustering_rank_draws(d: int, n_draws: int, rng: np.random.Generator, *, V: 
 
 class RankReading(NamedTuple):
     r"""The rank of the limit of a clustering run, read on :math:`\ker P` (see
-    :func:`read_limit_rank`)."""
+    :func:`read_limit_rank`).
+
+    Attributes
+    ----------
+    rank : int or None
+        Number of settled eigenvalues; ``None`` when one is still moving.
+    ratios : array (m,)
+        Eigenvalues of :math:`U^\top\Sigma U` at the end, over the largest.
+    rates : array (m,)
+        Their :math:`d\log/d\log(1 + t)` over the last decade of output times.
+    margin : float
+        Smallest distance of a rate to a threshold.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> draw = clustering_rank_draws(2, 1, np.random.default_rng(0))[0]
+    >>> print(read_limit_rank(draw.run, draw.P).rank)
+    1
+    """
 
     rank: int | None  # number of settled eigenvalues; None when one is still moving
     ratios: np.ndarray  # eigenvalues of U^T Sigma U at the end, over the largest
@@ -137,6 +216,24 @@ def read_limit_rank(run: MomentTrajectory, P: ArrayLike, *, settled: float = 0.0
     Returns
     -------
     RankReading
+
+    Raises
+    ------
+    ValueError
+        If ``run`` is not a :class:`MomentTrajectory`, ``P`` is not symmetric positive
+        semi-definite of the run's dimension, or the thresholds are not
+        ``0 < settled < collapsing``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> draws = clustering_rank_draws(4, 2, np.random.default_rng(0))
+    >>> print([read_limit_rank(draw.run, draw.P).rank for draw in draws])
+    [2, 2]
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     if not isinstance(run, MomentTrajectory):
         raise ValueError("run must be a MomentTrajectory from integrate_moments")

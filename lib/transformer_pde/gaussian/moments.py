@@ -60,6 +60,18 @@ class MomentTrajectory:
         decade of time before ``t_stop``. An eigenvalue decaying like :math:`t^{-\gamma}` has
         rate :math:`\approx -\gamma` (the clustering regime: :math:`-1`); one converging to a
         positive limit has rate :math:`\approx 0`.
+
+    Examples
+    --------
+    With :math:`A = \mathrm{diag}(-1, 0)` and :math:`V = I` the first eigenvalue collapses like
+    :math:`1/(1 + 2t)` and the second stays at 1, so the limit has rank 1:
+
+    >>> import numpy as np
+    >>> from transformer_pde.gaussian import softmax_rhs
+    >>> run = integrate_moments(softmax_rhs, [0.0, 0.0], np.eye(2), [0.0, 1e9],
+    ...                         args=(np.diag([-1.0, 0.0]), np.eye(2)))
+    >>> print(run.status, run.rank, (np.round(run.log_rates, 3) + 0.0).tolist())
+    converged 1 [-1.0, 0.0]
     """
 
     times: np.ndarray
@@ -138,6 +150,33 @@ def integrate_moments(rhs: Callable[..., Any], alpha0: ArrayLike, Sigma0: ArrayL
     Returns
     -------
     MomentTrajectory
+
+    Raises
+    ------
+    ValueError
+        If ``rhs`` is not callable, the initial moments are not valid, ``times`` is not strictly
+        increasing, ``formulation`` or ``method`` is unknown, a tolerance is not positive,
+        ``blowup_norm`` does not exceed the initial second moment, or ``t_origin`` is later than
+        ``times[0]``.
+    RuntimeError
+        With ``formulation="covariance"``, if :math:`\Sigma` loses positive semi-definiteness.
+
+    Examples
+    --------
+    Softmax attention with :math:`V = I`, :math:`\Sigma_0 = I` and
+    :math:`A = \mathrm{diag}(1, -1)` blows up at :math:`t^* = 1/2`
+    (:func:`~transformer_pde.gaussian.softmax_identity_blowup_time`):
+
+    >>> import numpy as np
+    >>> from transformer_pde.gaussian import softmax_rhs
+    >>> run = integrate_moments(softmax_rhs, [1.0, 0.0], np.eye(2), [0.0, 1.0],
+    ...                         args=(np.diag([1.0, -1.0]), np.eye(2)))
+    >>> print(run.status, f"{run.t_stop:.4f}")
+    blowup 0.5000
+
+    References
+    ----------
+    :cite:`castin2025unified,hairer1993solving,virtanen2020scipy`
     """
     alpha0, Sigma0, t, formulation = _integration_inputs(rhs, alpha0, Sigma0, times,
                                                          formulation, method)

@@ -35,6 +35,40 @@ def particle_moment_rates(X: ArrayLike, velocities: ArrayLike, *, weights: Array
     :math:`\dot x_i = v_i`. Used to check the moment ODEs of Castin et al. (2025) against
     particles (uniform weights) or against a quadrature rule (weights of the rule).
     Returns ``(dalpha, dSigma)``.
+
+    Parameters
+    ----------
+    X : array (n, d)
+        Particle positions.
+    velocities : array (n, d)
+        Their velocities.
+    weights : array (n,), optional
+        Non-negative weights summing to one (default uniform).
+
+    Returns
+    -------
+    dalpha : array (d,)
+    dSigma : array (d, d)
+
+    Raises
+    ------
+    ValueError
+        If ``X`` or ``velocities`` is not a finite ``(n, d)`` array, their shapes differ, or
+        ``weights`` is not a probability vector of length ``n``.
+
+    Examples
+    --------
+    Under :math:`\dot x = x` the covariance grows at twice its value:
+
+    >>> import numpy as np
+    >>> X = np.array([[1.0, 0.0], [-1.0, 0.0]])
+    >>> da, dS = particle_moment_rates(X, X)
+    >>> print(da.tolist(), dS.tolist())
+    [0.0, 0.0] [[2.0, 0.0], [0.0, 0.0]]
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     X = _checks.points(X, "X")
     v = _checks.points(velocities, "velocities")
@@ -59,6 +93,33 @@ def replicate_z_scores(samples: ArrayLike, target: ArrayLike) -> NDArray[np.floa
     and ``target`` of shape ``(m,)``. If the estimates are unbiased and roughly Gaussian,
     each :math:`z_j` follows a Student :math:`t` law with :math:`R - 1` degrees of freedom.
     Returns the array ``z`` of shape ``(m,)``.
+
+    Parameters
+    ----------
+    samples : array (R, m)
+        ``R >= 2`` independent estimates, one per row.
+    target : array (m,)
+        The value they estimate.
+
+    Returns
+    -------
+    array (m,)
+        The scores :math:`z_j`.
+
+    Raises
+    ------
+    ValueError
+        If there are fewer than two replicates, ``target`` has the wrong shape or is not finite,
+        or a column does not vary across replicates.
+
+    Examples
+    --------
+    >>> print(replicate_z_scores([[1.0], [3.0]], [0.0]).tolist())
+    [2.0]
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     s = _checks.points(samples, "samples")
     if s.shape[0] < 2:
@@ -96,6 +157,39 @@ def rms_error_rate(ns: ArrayLike, squared_errors: ArrayLike) -> PowerLawFit:
     errors cover about 93% instead of 95%), so test agreement at :math:`\pm 3` standard errors.
     Returns a :class:`transformer_pde.fitting.PowerLawFit` ``(exponent, prefactor, stderr)``
     for :math:`\varepsilon(n)`.
+
+    Parameters
+    ----------
+    ns : array (K,)
+        Positive sample sizes, at least two distinct.
+    squared_errors : array (K, R)
+        Squared errors, ``R >= 2`` replicates per sample size.
+
+    Returns
+    -------
+    PowerLawFit
+        ``(exponent, prefactor, stderr)`` of :math:`\varepsilon(n) \approx C n^p`.
+
+    Raises
+    ------
+    ValueError
+        If ``ns`` is not a 1-D array of at least two distinct positive sizes, the shape of
+        ``squared_errors`` does not match, an error is negative or not finite, or all replicates
+        of a sample size vanish.
+
+    Examples
+    --------
+    Squared errors proportional to :math:`1/n` give the exponent :math:`-1/2`; here
+    :math:`\kappa^2 = 1/2`, so :math:`\operatorname{se} = \sqrt{1/2}/(2\sqrt 2\cdot\sqrt 2\ln 10)`:
+
+    >>> import numpy as np
+    >>> fit = rms_error_rate([10, 100, 1000], [[1.0, 3.0], [0.1, 0.3], [0.01, 0.03]])
+    >>> print(f"{fit.exponent:.6f} {fit.prefactor:.6f} {fit.stderr:.6f}")
+    -0.500000 4.472136 0.076773
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     n = np.asarray(ns, dtype=np.float64)
     e = np.asarray(squared_errors, dtype=np.float64)
@@ -128,6 +222,31 @@ def moment_vector(dalpha: ArrayLike, dSigma: ArrayLike) -> NDArray[np.float64]:
 
     The independent entries of a moment rate, compared component by component with a
     :math:`z`-test (:func:`replicate_z_scores`) in the chapter on Castin et al. (2025).
+
+    Parameters
+    ----------
+    dalpha : array (d,)
+        Rate of the mean.
+    dSigma : array (d, d)
+        Rate of the covariance.
+
+    Returns
+    -------
+    array (d + d(d+1)/2,)
+
+    Raises
+    ------
+    ValueError
+        If ``dalpha`` is not 1-D or ``dSigma`` is not ``(d, d)``.
+
+    Examples
+    --------
+    >>> print(moment_vector([1.0, 2.0], [[3.0, 4.0], [4.0, 5.0]]).tolist())
+    [1.0, 2.0, 3.0, 4.0, 5.0]
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     a = np.asarray(dalpha, dtype=np.float64)
     if a.ndim != 1:
@@ -148,6 +267,45 @@ def particle_moment_samples(velocity: Callable[..., Any], alpha: ArrayLike, Sigm
     ``(len(ns), reps, d + d(d+1)/2)``, the input of :func:`replicate_z_scores` (one row of
     sample sizes) and of :func:`rms_error_rate` (through :func:`relative_squared_errors`).
     Castin et al. (2025): the particle rates converge to the moment ODEs as :math:`n\to\infty`.
+
+    Parameters
+    ----------
+    velocity : callable
+        ``velocity(X) -> (n, d)``, the velocities of the particles ``X``.
+    alpha : array (d,)
+        Mean of the Gaussian.
+    Sigma : array (d, d)
+        Covariance of the Gaussian.
+    ns : array of int
+        Sample sizes.
+    reps : int
+        Replicates per sample size.
+    rng : numpy.random.Generator
+        Source of the draws.
+
+    Returns
+    -------
+    array (len(ns), reps, d + d(d+1)/2)
+
+    Raises
+    ------
+    ValueError
+        If ``velocity`` is not callable, the moments are not valid, a size is not a positive
+        integer or ``rng`` is not a Generator.
+
+    Examples
+    --------
+    Under :math:`\dot x = 0` every rate vanishes:
+
+    >>> import numpy as np
+    >>> out = particle_moment_samples(np.zeros_like, [0.0, 0.0], np.eye(2), [5, 10], 3,
+    ...                               np.random.default_rng(0))
+    >>> print(out.shape, bool(np.all(out == 0)))
+    (2, 3, 5) True
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     if not callable(velocity):
         raise ValueError("velocity must be callable as velocity(X) -> (n, d) velocities")
@@ -171,6 +329,32 @@ def relative_squared_errors(samples: ArrayLike, target: ArrayLike) -> NDArray[np
     Returns an array of shape ``samples.shape[:-1]``; with ``samples`` from
     :func:`particle_moment_samples` it is the ``squared_errors`` input of
     :func:`rms_error_rate`.
+
+    Parameters
+    ----------
+    samples : array (..., m)
+        Estimates.
+    target : array (m,)
+        Finite, non-zero target.
+
+    Returns
+    -------
+    array
+        Of shape ``samples.shape[:-1]``.
+
+    Raises
+    ------
+    ValueError
+        If the shapes do not match or ``target`` is zero or not finite.
+
+    Examples
+    --------
+    >>> print(relative_squared_errors([[3.0, 4.0], [0.0, 0.0]], [0.0, 5.0]).tolist())
+    [0.4, 1.0]
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     s = np.asarray(samples, dtype=np.float64)
     t = np.asarray(target, dtype=np.float64)

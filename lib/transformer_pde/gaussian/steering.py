@@ -53,7 +53,15 @@ __all__ = ["Segment", "Steering", "harmonic_steering_matrix", "harmonic_covarian
 
 class Segment(NamedTuple):
     """One constant piece of a schedule: softmax attention with ``A = K.T @ Q`` and ``V``
-    for a time ``duration``."""
+    for a time ``duration``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> seg = Segment(1.0, np.zeros((2, 2)), np.eye(2))
+    >>> print(seg.duration, seg.A.shape)
+    1.0 (2, 2)
+    """
 
     duration: float
     A: np.ndarray
@@ -61,7 +69,17 @@ class Segment(NamedTuple):
 
 
 class Steering(NamedTuple):
-    """A piecewise-constant schedule and the mean it reaches after its first segment."""
+    """A piecewise-constant schedule and the mean it reaches after its first segment.
+
+    Examples
+    --------
+    :func:`steer_gaussian` returns one:
+
+    >>> import numpy as np
+    >>> plan = steer_gaussian([1.0, 0.0], np.eye(2), [0.0, 1.0], 0.5 * np.eye(2))
+    >>> print(type(plan).__name__, all(isinstance(s, Segment) for s in plan.segments))
+    Steering True
+    """
 
     segments: tuple
     alpha_mid: np.ndarray
