@@ -331,3 +331,31 @@ def test_hull_polygon_is_closed_counter_clockwise_and_handles_flat_sets():
     np.testing.assert_array_equal(clusters.hull_polygon([[3.0, 4.0]]), [[3, 4], [3, 4]])
     with pytest.raises(ValueError, match="points"):
         clusters.hull_polygon(np.zeros((3, 3)))
+
+
+def test_passage_times_of_exponential_decays_separate_rate_one_from_others():
+    # the chapter's check: tau_(delta/100) - tau_delta = log(100) within 0.25; a distance
+    # decaying like e^-t passes on the grid of 0.1, rates 0.9 and 1.1 miss by 0.5 and 0.4
+    t = np.linspace(0.0, 25.0, 251)
+    deltas = np.array([1e-2, 1e-4, 1e-6, 1e-8])
+    for rate, passes in ((1.0, True), (0.9, False), (1.1, False)):
+        dist = 3.0 * np.exp(-rate * t)
+        dist[-1] = 0.0  # the reference is the last sample
+        gaps = np.diff(clusters.passage_times(dist, t, deltas))
+        assert np.all(np.abs(gaps - np.log(100)) < 0.25) == passes, (rate, gaps)
+        assert np.allclose(gaps, np.log(100) / rate, atol=0.1 + 1e-12)
+
+
+def test_passage_times_brute_force_and_bad_input():
+    rng = np.random.default_rng(3)
+    t = np.linspace(0.0, 1.0, 30)
+    dist = np.append(rng.uniform(0, 1, 29), 0.0)
+    for level in (0.1, 0.5, 0.9, 2.0):
+        brute = min(t[k] for k in range(30) if np.all(dist[k:] < level))
+        assert clusters.passage_times(dist, t, [level])[0] == brute
+    with pytest.raises(ValueError, match="deltas"):
+        clusters.passage_times(dist + 0.2, t, [0.1])
+    with pytest.raises(ValueError, match="dist"):
+        clusters.passage_times(-dist, t, [0.1])
+    with pytest.raises(ValueError, match="times"):
+        clusters.passage_times(dist, t[::-1], [0.1])

@@ -363,3 +363,59 @@ def is_boolean(P: ArrayLike, tol: float) -> bool:
     others = np.where(np.arange(n)[None, :] == top[:, None], second[:, None], largest[:, None])
     dist = np.maximum(np.abs(1.0 - P), others).min(axis=1)
     return bool(np.max(dist) <= tol)
+
+
+def passage_times(dist: ArrayLike, times: ArrayLike, deltas: ArrayLike) -> NDArray[np.float64]:
+    r"""First sampled times after which a distance stays below each threshold.
+
+    .. math::
+
+        \tau_\delta = \min\{t_k : \mathrm{dist}(t_m) < \delta \text{ for every } m \ge k\}.
+
+    For a distance decaying like :math:`C e^{-\lambda t}` the differences
+    :math:`\tau_{\delta/100} - \tau_\delta` are :math:`\log(100)/\lambda` up to one grid step:
+    the rate of the hardmax phase of Geshkovski et al. (2023) is :math:`\lambda = 1`.
+
+    Parameters
+    ----------
+    dist : array (m,)
+        Non-negative distances at ``times``.
+    times : array (m,)
+        Strictly increasing sample times.
+    deltas : array (q,)
+        Positive thresholds, each above ``dist`` at the last time.
+
+    Returns
+    -------
+    array (q,)
+        :math:`\tau_\delta` for each threshold (``times[0]`` if the distance is below it
+        throughout).
+
+    Raises
+    ------
+    ValueError
+        If ``dist`` is not non-negative of the shape of ``times``, ``times`` is not strictly
+        increasing, or some ``delta`` is not positive or not above the last distance.
+
+    Examples
+    --------
+    >>> t = np.linspace(0.0, 10.0, 101)
+    >>> passage_times(np.exp(-t), t, [1e-2, 1e-4]).round(1).tolist()
+    [4.7, 9.3]
+
+    References
+    ----------
+    :cite:`geshkovski2023emergence`
+    """
+    t = _checks.increasing_times(times, "times")
+    d = _checks.real_array(dist, "dist")
+    if d.shape != t.shape or not np.all(np.isfinite(d)) or np.any(d < 0):
+        raise ValueError(f"dist must be {t.size} finite non-negative values, got shape {d.shape}")
+    q = _checks.real_array(deltas, "deltas")
+    if q.ndim != 1 or not np.all(q > 0) or not np.all(q > d[-1]):
+        raise ValueError(f"deltas must be positive and above the last distance {d[-1]:g}")
+    out = np.empty(q.size)
+    for j, level in enumerate(q):
+        above = np.flatnonzero(d >= level)
+        out[j] = t[0] if above.size == 0 else t[above[-1] + 1]
+    return out

@@ -20,6 +20,9 @@ cells = [CH04_IDENTITIES,
          cell(NB, "residual_order = np.log2")]
 failures, seen = 0, {"residual order": [], "residual bound": [], "Euler order": [],
                      "RK4 order": [], "reach difference": []}
+# per draw (five a run): the fitted orders and the largest passage-time deviation, whose
+# rates enter the binomial law of the medians asserted by the notebook
+per_draw = {"Euler order": [], "RK4 order": [], "reach deviation": []}
 for seed in range(START, START + SEEDS):
     ns = setup(NB, seed)
     if run(cells, ns) is not None:
@@ -31,5 +34,17 @@ for seed in range(START, START + SEEDS):
     seen["RK4 order"].append(-ns["orders"]["rk4"])
     seen["reach difference"].append(
         np.max(np.abs(np.diff(ns["t_reach"][:, 1:], axis=1) - np.log(100))))
+    for key, m in (("Euler order", "euler"), ("RK4 order", "rk4")):
+        per_draw[key] += [-ns["fit_power_law"](ns["work"][3:], e[3:]).exponent
+                          for e in ns["errors"][m]]
+    per_draw["reach deviation"] += list(np.max(np.abs(
+        np.diff(ns["t_reach"][:, 1:], axis=1) - np.log(100)), axis=1))
 print(f"{SEEDS} executions: {failures} failures; "
       + "; ".join(f"{k} {min(v):.3f} to {max(v):.3f}" for k, v in seen.items()))
+eu, rk, dev = (np.array(per_draw[k]) for k in per_draw)
+print(f"{eu.size} draws: Euler order {eu.min():.3f} to {eu.max():.3f} "
+      f"({np.sum(eu <= 0.9)} at 0.9 or below, {np.sum(eu >= 1.1)} at 1.1 or above); RK4 order "
+      f"{rk.min():.3f} to {rk.max():.3f} ({np.sum(rk <= 3.3)} at 3.3 or below, "
+      f"{np.sum(rk >= 4.7)} at 4.7 or above, "
+      f"{np.sum(rk < 3.5)} below 3.5); passage deviation up to {dev.max():.3f} "
+      f"({np.sum(dev >= 0.25)} at 0.25 or more)")
