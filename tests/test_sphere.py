@@ -578,3 +578,27 @@ def test_huge_beta_is_refused_by_name_not_returned_as_nan():
     for beta in (1e300, 1e308):
         assert np.abs(sphere.sa(X, beta=beta)).max() < 1e-12
         assert np.abs(sphere.sa_field(beta)(0.0, X)).max() < 1e-12
+
+
+def test_malformed_scalars_are_named_not_cut_or_passed_to_the_solver():
+    X = sphere.normalise(np.array([[1.0, 0.2], [0.3, 1.0], [-1.0, 0.1]]))
+    cases = [
+        (lambda: sphere.equiangular_solve(0.3 + 1j, 4, 1.0, "usa", [0.0, 1.0]), "rho0"),
+        (lambda: sphere.equiangular_solve("0.3", 4, 1.0, "usa", [0.0, 1.0]), "rho0"),
+        (lambda: sphere.equiangular_solve(0.3, 4, 1.0, "usa", [0.0, 1.0], rtol=np.nan),
+         "rtol"),
+        (lambda: sphere.equiangular_solve(0.3, 4, 1.0, "usa", [0.0, 1j]), "times"),
+        (lambda: sphere.equiangular_clustering_time(None, 4, 1.0, "usa"), "rho0"),
+        (lambda: sphere.equiangular_clustering_time(0.3, 4, 1.0, "usa", level="0.9"), "level"),
+        (lambda: sphere.equiangular_clustering_time(0.3, 4, 1.0, "usa", atol=None), "atol"),
+        (lambda: sphere.equiangular_layers(np.nan, 4, 1.0, 0.1, 3, "usa"), "rho0"),
+        (lambda: sphere.integrate_on_sphere(sphere.usa_field(1.0), X, [0.0, 1.0],
+                                            rtol="1e-9"), "rtol"),
+        (lambda: sphere.integrate_on_sphere(sphere.usa_field(1.0), X, [0.0, 1.0 + 1j]),
+         "times"),
+        (lambda: sphere.clustered_pair_fraction(X + 1j), "X"),
+        (lambda: sphere.clustered_pair_fraction(X, threshold=None), "threshold"),
+    ]
+    for f, name in cases:
+        with pytest.raises(ValueError, match=name):
+            f()

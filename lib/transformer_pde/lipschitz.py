@@ -1138,6 +1138,8 @@ def _heads(As, Vs, d, *, multi):
         if M.ndim != ndim:
             raise ValueError(f"{name} must have {ndim} dimensions"
                              f"{' (H, ., .)' if multi else ''}, got shape {M.shape}")
+        if M.size == 0:
+            raise ValueError(f"{name} must not be empty, got shape {M.shape}")
         if not np.all(np.isfinite(M)):
             raise ValueError(f"{name} contains non-finite values (NaN or inf)")
         return M if multi else M[None]

@@ -288,6 +288,9 @@ def integrate_on_sphere(field: Callable[..., Any], X0: ArrayLike, times: ArrayLi
     from .dynamics import integrate
 
     drift_tol = _checks.positive_float(drift_tol, "drift_tol")
+    rtol = _checks.positive_float(rtol, "rtol")
+    atol = _checks.nonnegative_float(atol, "atol")
+    times = _checks.real_array(times, "times")
     X0 = _sphere.unit_rows(X0, drift_tol)
     traj = integrate(sphere_field(field), X0, times, method=method, max_step=max_step,
                      rtol=rtol, atol=atol)
@@ -991,9 +994,12 @@ def equiangular_solve(rho0: float, n: int, beta: float, model: str, times: Array
     """
     from scipy.integrate import solve_ivp
 
-    t = np.asarray(times, dtype=np.float64)
+    t = _checks.real_array(times, "times")
     if t.ndim != 1 or t.size < 1 or not np.all(np.isfinite(t)) or np.any(np.diff(t) <= 0):
         raise ValueError("times must be a strictly increasing 1-D array of finite values")
+    rho0 = _checks.finite_float(rho0, "rho0")
+    rtol = _checks.positive_float(rtol, "rtol")
+    atol = _checks.nonnegative_float(atol, "atol")
     equiangular_rhs(rho0, n, beta, model)  # validates every argument
     if t.size == 1:
         return np.array([float(rho0)])
@@ -1064,6 +1070,7 @@ def equiangular_layers(rho0: float, n: int, beta: float, h: float, L: int,
     beta = _sphere.beta(beta, allow_zero=True)
     h = _checks.positive_float(h, "h")
     L = _checks.positive_int(L, "L")
+    rho0 = _checks.finite_float(rho0, "rho0")
     equiangular_rhs(rho0, n, beta, model)  # validates rho0
     out = np.empty(L + 1)
     rho = out[0] = float(rho0)
@@ -1129,8 +1136,11 @@ def equiangular_clustering_time(rho0: float, n: int, beta: float, model: str,
     """
     from scipy.integrate import solve_ivp
 
+    rho0 = _checks.finite_float(rho0, "rho0")
+    rtol = _checks.positive_float(rtol, "rtol")
+    atol = _checks.nonnegative_float(atol, "atol")
     equiangular_rhs(rho0, n, beta, model)  # validates every argument
-    level = float(level)
+    level = _checks.finite_float(level, "level")
     if not (-1.0 < level < 1.0):
         raise ValueError(f"level must lie in (-1, 1), got {level!r}")
     rho0 = float(rho0)
@@ -1397,7 +1407,8 @@ def clustered_pair_fraction(X: ArrayLike,
     ----------
     :cite:`geshkovski2025mathematical`
     """
-    arr = np.asarray(X, dtype=np.float64)
+    arr = _checks.real_array(X, "X")
+    threshold = _checks.finite_float(threshold, "threshold")
     if arr.ndim not in (2, 3) or arr.shape[-2] < 2 or not np.all(np.isfinite(arr)):
         raise ValueError(f"X must be a finite array (n, d) or (k, n, d) with n >= 2, got shape "
                          f"{arr.shape}")

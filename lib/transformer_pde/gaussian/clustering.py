@@ -140,6 +140,8 @@ def clustering_rank_draws(d: int, n_draws: int, rng: np.random.Generator, *, V: 
     if times is None:
         times = np.concatenate([[0.0], np.geomspace(1e-2, 1e8, 25)])
     times = _checks.increasing_times(times)
+    rtol = _checks.positive_float(rtol, "rtol")  # a NaN tolerance crashes LSODA
+    atol = _checks.nonnegative_float(atol, "atol")
     problems = []
     for _ in range(n_draws):
         Q = rng.normal(size=(d // 2, d))

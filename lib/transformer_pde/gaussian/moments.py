@@ -183,6 +183,8 @@ def integrate_moments(rhs: Callable[..., Any], alpha0: ArrayLike, Sigma0: ArrayL
     conv_tol = _checks.positive_float(conv_tol, "conv_tol")
     rank_tol = _checks.positive_float(rank_tol, "rank_tol")
     rate_threshold = _checks.positive_float(rate_threshold, "rate_threshold")
+    rtol = _checks.positive_float(rtol, "rtol")  # a NaN tolerance crashes LSODA
+    atol = _checks.nonnegative_float(atol, "atol")
     m2_0 = float(alpha0 @ alpha0 + np.trace(Sigma0))
     if blowup_norm is None:
         blowup_norm = 1e8 * max(1.0, m2_0)
