@@ -63,6 +63,21 @@ def interaction_strength(A: ArrayLike, Sigma: ArrayLike) -> float:
     Returns
     -------
     float
+
+    Raises
+    ------
+    ValueError
+        If ``Sigma`` is not a symmetric positive definite matrix or ``A`` has another shape.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> print(f"{interaction_strength(np.diag([0.5, -2.0]), np.diag([4.0, 1.0])):.9f}")
+    2.000000000
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     Sigma = _checks.matrix(Sigma, "Sigma", square=True)
     _, Sigma = _checks.gaussian(np.zeros(Sigma.shape[0]), Sigma)
@@ -109,6 +124,26 @@ def softmax_weight_second_moment(A: ArrayLike, alpha: ArrayLike, Sigma: ArrayLik
         The second moment, or ``numpy.inf`` when :math:`\rho \ge 1/2` (the integrand does
         not decay along the top singular direction of :math:`B`) or when the finite value
         overflows float64.
+
+    Raises
+    ------
+    ValueError
+        If ``alpha``, ``Sigma`` are not the moments of a non-degenerate Gaussian or ``A`` has
+        another shape.
+
+    Examples
+    --------
+    In :math:`d = 1`, :math:`\alpha = 0`, :math:`\rho = 1/4`: :math:`(1 - 4\rho^2)^{-1/2}`;
+    at :math:`\rho = 1/2` the moment is infinite:
+
+    >>> print(f"{softmax_weight_second_moment([[0.25]], [0.0], [[1.0]]):.9f}")
+    1.154700538
+    >>> print(softmax_weight_second_moment([[0.5]], [0.0], [[1.0]]))
+    inf
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     alpha, Sigma = _checks.gaussian(alpha, Sigma)
     d = alpha.shape[0]
@@ -156,6 +191,35 @@ def normalised_weight_second_moment(A: ArrayLike, alpha: ArrayLike, Sigma: Array
     -------
     float
         The second moment, ``numpy.inf`` when :math:`\rho \ge 1/\sqrt 2` or on overflow.
+
+    Parameters
+    ----------
+    A : array (d, d)
+        Key-query matrix.
+    alpha : array (d,)
+        Mean.
+    Sigma : array (d, d)
+        Covariance, symmetric positive definite.
+
+    Raises
+    ------
+    ValueError
+        If ``alpha``, ``Sigma`` are not the moments of a non-degenerate Gaussian or ``A`` has
+        another shape.
+
+    Examples
+    --------
+    In :math:`d = 1`, :math:`\alpha = 0`: :math:`(1 - 2\rho^2)^{-1/2}`, here
+    :math:`\sqrt 2` at :math:`\rho = 1/2`:
+
+    >>> print(f"{normalised_weight_second_moment([[0.5]], [0.0], [[1.0]]):.9f}")
+    1.414213562
+    >>> print(normalised_weight_second_moment([[0.75]], [0.0], [[1.0]]))
+    inf
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     alpha, Sigma = _checks.gaussian(alpha, Sigma)
     d = alpha.shape[0]
@@ -233,6 +297,27 @@ def key_projection_second_moment(A: ArrayLike, alpha: ArrayLike, Sigma: ArrayLik
     -------
     float
         The second moment, ``numpy.inf`` when :math:`\rho \ge 1` or on overflow.
+
+    Raises
+    ------
+    ValueError
+        If ``alpha``, ``Sigma`` are not the moments of a non-degenerate Gaussian or ``A`` has
+        another shape.
+
+    Examples
+    --------
+    At :math:`\alpha = 0` the value is :math:`\prod_i (1 - \sigma_i^4)^{-1/2}`:
+
+    >>> import numpy as np
+    >>> value = key_projection_second_moment(np.diag([0.5, 0.0]), [0.0, 0.0], np.eye(2))
+    >>> print(bool(abs(value - (1 - 0.5**4) ** -0.5) < 1e-12))
+    True
+    >>> print(key_projection_second_moment([[1.0]], [0.0], [[1.0]]))
+    inf
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     alpha, Sigma = _checks.gaussian(alpha, Sigma)
     d = alpha.shape[0]
@@ -269,6 +354,34 @@ def weight_tail_exponents(rho: ArrayLike) -> tuple[float | NDArray[np.float64],
       :math:`\rho < 1/2`.
 
     Derived here. Returns ``(gamma_w, gamma_k, gamma_e)`` (arrays if ``rho`` is).
+
+    Parameters
+    ----------
+    rho : float or array
+        Interaction strengths, positive and finite.
+
+    Returns
+    -------
+    gamma_w, gamma_k, gamma_e : float or array
+        The three tail exponents.
+
+    Raises
+    ------
+    ValueError
+        If a ``rho`` is not positive and finite.
+
+    Examples
+    --------
+    At :math:`\rho = 1/2`, :math:`\gamma_w = \tfrac12 + \sqrt{17}/2`, :math:`\gamma_k = 5`,
+    :math:`\gamma_e = 2`:
+
+    >>> gw, gk, ge = weight_tail_exponents(0.5)
+    >>> print(f"{gw:.9f} {gk} {ge}")
+    2.561552813 5.0 2.0
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     rho = np.asarray(rho, dtype=float)
     if not np.all(np.isfinite(rho)) or np.any(rho <= 0):
@@ -345,6 +458,24 @@ def meanfield_errors(A: ArrayLike, V: ArrayLike, alpha: ArrayLike, Sigma: ArrayL
     -------
     covariance, field : lists of arrays
         Element ``k`` of each has shape ``(draws[k],)``.
+
+    Raises
+    ------
+    ValueError
+        If the moments or matrices are not valid, a size or a draw count is not a positive
+        integer, or ``seed`` is not a non-negative integer or a sequence of them.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> cov, field = meanfield_errors(0.3 * np.eye(2), np.eye(2), [0.0, 0.0], np.eye(2),
+    ...                               [8, 16], 3, seed=0)
+    >>> print([e.shape for e in cov], all(bool(np.all(e > 0)) for e in cov + field))
+    [(3,), (3,)] True
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     from . import gaussian
 
@@ -403,6 +534,43 @@ def local_rms_slopes(sizes: ArrayLike, squared_errors: ArrayLike, *, n_boot: int
     the uncertainty. With ``center="median"``, :math:`\overline{e}_k` is the median of the
     draws instead (the exponent of a typical draw's error rather than of the mean-square
     error). Returns ``(slopes, sds)``, arrays of length ``len(sizes) - 1``.
+
+    Parameters
+    ----------
+    sizes : array (K,)
+        Increasing positive sample sizes, at least two.
+    squared_errors : sequence of K arrays
+        The squared errors of the draws of each size (at least two each, finite, non-negative).
+    n_boot : int
+        Bootstrap replicates.
+    seed : int or sequence of int
+        Key of the bootstrap.
+    center : {"mean", "median"}
+        The centre of the draws.
+    n_jobs : int, optional
+        Passed to :class:`joblib.Parallel`.
+
+    Returns
+    -------
+    slopes, sds : arrays (K - 1,)
+
+    Raises
+    ------
+    ValueError
+        If ``sizes`` is not increasing, ``squared_errors`` does not hold one valid array per
+        size, ``center`` is unknown or ``n_boot`` is not a positive integer.
+
+    Examples
+    --------
+    Squared errors proportional to :math:`1/n` have the local exponent :math:`-1/2`:
+
+    >>> slopes, sds = local_rms_slopes([10, 100], [[1.0, 3.0], [0.1, 0.3]], n_boot=20)
+    >>> print(f"{slopes[0]:.6f}", bool(sds[0] >= 0))
+    -0.500000 True
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     from . import draws as _draws
 
@@ -420,7 +588,27 @@ def local_rms_slopes(sizes: ArrayLike, squared_errors: ArrayLike, *, n_boot: int
 
 
 class ErrorSummary(NamedTuple):
-    r"""Per-size summary of independent squared errors :math:`e_{kr}` (arrays over sizes)."""
+    r"""Per-size summary of independent squared errors :math:`e_{kr}` (arrays over sizes).
+
+    Attributes
+    ----------
+    scaled_mean : array (K,)
+        :math:`n_k` times the mean over the draws.
+    scaled_stderr : array (K,)
+        :math:`n_k` times the standard error of that mean.
+    scaled_median : array (K,)
+        :math:`n_k` times the median of the draws.
+    top_share : array (K,)
+        Share of the sum carried by the largest 1 % of the draws.
+    max_over_median : array (K,)
+        Largest draw divided by the median.
+
+    Examples
+    --------
+    >>> s = error_summary([10, 100], [[0.1, 0.3], [0.01, 0.03]])
+    >>> print(type(s).__name__, [f"{v:.6f}" for v in s.scaled_mean])
+    ErrorSummary ['2.000000', '2.000000']
+    """
 
     scaled_mean: np.ndarray  # n_k times the mean over the draws
     scaled_stderr: np.ndarray  # n_k times the standard error of that mean
@@ -440,6 +628,33 @@ def error_summary(sizes: ArrayLike, squared_errors: ArrayLike) -> ErrorSummary:
     :math:`n^{-1/2}` rate of the root-mean-square error (the Monte Carlo rate of the mean
     field limit of Castin, Ablin, Carrillo and Peyré, 2025); a large top share means that
     the mean, and its standard error, rest on a few draws. Returns an :class:`ErrorSummary`.
+
+    Parameters
+    ----------
+    sizes : array (K,)
+        Increasing positive sample sizes, at least two.
+    squared_errors : sequence of K arrays
+        The squared errors of the draws of each size (at least two each, finite, non-negative).
+
+    Returns
+    -------
+    ErrorSummary
+
+    Raises
+    ------
+    ValueError
+        If ``sizes`` is not increasing or ``squared_errors`` does not hold one valid array per
+        size.
+
+    Examples
+    --------
+    >>> s = error_summary([10, 100], [[0.1, 0.3], [0.01, 0.03]])
+    >>> print([f"{v:.6f}" for v in s.scaled_stderr], [f"{v:.6f}" for v in s.top_share])
+    ['1.000000', '1.000000'] ['0.750000', '0.750000']
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     n, errs = _squared_errors(sizes, squared_errors)
     top = [np.sort(e)[::-1][: -(-e.size // 100)].sum() / e.sum() if e.sum() > 0 else 0.0
@@ -454,7 +669,29 @@ def error_summary(sizes: ArrayLike, squared_errors: ArrayLike) -> ErrorSummary:
 
 
 class ScaledErrorTest(NamedTuple):
-    r"""The two statistics of :func:`scaled_error_test`."""
+    r"""The two statistics of :func:`scaled_error_test`.
+
+    Attributes
+    ----------
+    scaled_mean : float
+        Mean over the sizes of :math:`n` times the mean-square error.
+    stderr : float
+        Its standard error, from the spread of the draws.
+    z_limit : float
+        ``(scaled_mean - limit) / stderr``; ``nan`` for an infinite limit.
+    exponent : float
+        Fitted exponent of the root-mean-square error.
+    exponent_stderr : float
+        Its standard error (:func:`transformer_pde.gaussian.rms_error_rate`).
+    z_rate : float
+        ``(exponent + 1/2) / exponent_stderr``.
+
+    Examples
+    --------
+    >>> t = scaled_error_test([10, 100, 1000], [[0.1, 0.3], [0.01, 0.03], [0.001, 0.003]], 2.0)
+    >>> print(type(t).__name__, f"{t.scaled_mean:.6f}")
+    ScaledErrorTest 2.000000
+    """
 
     scaled_mean: float  # mean over the sizes of n times the mean-square error
     stderr: float  # its standard error, from the spread of the draws
@@ -487,6 +724,40 @@ def scaled_error_test(sizes: ArrayLike, squared_errors: ArrayLike, limit: float)
     heavy tails their left tails are longer (a run without its rare large draws has a low
     mean and a small standard error), which a wider band accounts for. Returns a
     :class:`ScaledErrorTest`.
+
+    Parameters
+    ----------
+    sizes : array (K,)
+        Increasing positive sample sizes, at least two.
+    squared_errors : sequence of K arrays
+        The squared errors of the draws of each size (at least two each, finite, non-negative).
+    limit : float
+        The predicted limit of :math:`n\,\mathbb E e_n`, positive or ``inf``.
+
+    Returns
+    -------
+    ScaledErrorTest
+
+    Raises
+    ------
+    ValueError
+        If ``sizes`` or ``squared_errors`` is not valid or ``limit`` is not positive.
+
+    Examples
+    --------
+    Draws exactly proportional to :math:`1/n` with the predicted constant: both statistics
+    vanish (up to rounding):
+
+    >>> t = scaled_error_test([10, 100, 1000], [[0.1, 0.3], [0.01, 0.03], [0.001, 0.003]], 2.0)
+    >>> print(bool(abs(t.z_limit) < 1e-9), bool(abs(t.z_rate) < 1e-9))
+    True True
+    >>> t = scaled_error_test([10, 100, 1000], [[0.1, 0.3], [0.01, 0.03], [0.001, 0.003]], 1.0)
+    >>> print(f"{t.z_limit:.6f}")
+    1.732051
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     from .gaussian import rms_error_rate
 
@@ -545,6 +816,27 @@ def covariance_rate_influence(A: ArrayLike, V: ArrayLike, alpha: ArrayLike, Sigm
     base, tilt, log_Z : arrays (m, d, d), (m, d, d), (m,)
         :math:`\mathrm{IF}(y) = \text{base} + e^{\log Z}\,\text{tilt}` (kept apart so that
         callers can avoid overflow far in the tails).
+
+    Raises
+    ------
+    ValueError
+        If the moments or matrices are not valid or ``Y`` is not ``(m, d)``.
+
+    Examples
+    --------
+    The influence is a symmetric matrix at every point:
+
+    >>> import numpy as np
+    >>> A, V = np.array([[0.3, 0.1], [0.0, -0.2]]), np.eye(2)
+    >>> base, tilt, log_Z = covariance_rate_influence(A, V, [0.5, 0.0], np.eye(2),
+    ...                                               [[1.0, 2.0], [0.0, -1.0]])
+    >>> IF = base + np.exp(log_Z)[:, None, None] * tilt
+    >>> print(IF.shape, bool(np.allclose(IF, np.swapaxes(IF, 1, 2), atol=1e-12)))
+    (2, 2, 2) True
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     alpha, Sigma = _checks.gaussian(alpha, Sigma)
     d = alpha.shape[0]
@@ -587,6 +879,45 @@ def covariance_rate_variance(A: ArrayLike, V: ArrayLike, alpha: ArrayLike, Sigma
     (:func:`key_projection_second_moment`), so the value is finite if and only if
     :math:`\rho < 1`, and ``inf`` is returned for :math:`\rho \ge 1`. Uses
     :func:`covariance_rate_influence`. Derived here.
+
+    Parameters
+    ----------
+    A, V : arrays (2, 2)
+        Key-query and value matrices.
+    alpha : array (2,)
+        Mean.
+    Sigma : array (2, 2)
+        Covariance, symmetric positive definite.
+    radial, angles : int
+        Nodes of the trapezoid rule.
+    tail : float
+        Decay :math:`e^{-\text{tail}}` of the integrand at the largest radius.
+
+    Returns
+    -------
+    float
+        The limit, ``inf`` when :math:`\rho \ge 1`.
+
+    Raises
+    ------
+    ValueError
+        If :math:`d \ne 2`, the moments or matrices are not valid, or a node count is not a
+        positive integer.
+
+    Examples
+    --------
+    Without interaction (:math:`A = 0`) the covariance does not move, whatever the measure, so
+    the influence and the limit vanish; at :math:`\rho = 1` the limit is infinite:
+
+    >>> import numpy as np
+    >>> print(covariance_rate_variance(np.zeros((2, 2)), np.eye(2), [0.0, 0.0], np.eye(2)))
+    0.0
+    >>> print(covariance_rate_variance(np.eye(2), np.eye(2), [0.0, 0.0], np.eye(2)))
+    inf
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     alpha, Sigma = _checks.gaussian(alpha, Sigma)
     if alpha.shape[0] != 2:
@@ -629,6 +960,39 @@ def field_error_variance(A: ArrayLike, V: ArrayLike, alpha: ArrayLike, Sigma: Ar
     :math:`\mathbb E_x e^{q}\cdot\mathcal N(\mu', \Sigma')`,
     :math:`\Sigma'^{-1} = \Sigma^{-1} - 2A^\top\Sigma A`, :math:`\mu' = \Sigma'\Sigma^{-1}\alpha`.
     Finite iff :math:`\rho < 1/\sqrt2` (``inf`` otherwise). Derived here.
+
+    Parameters
+    ----------
+    A, V : arrays (d, d)
+        Key-query and value matrices.
+    alpha : array (d,)
+        Mean.
+    Sigma : array (d, d)
+        Covariance, symmetric positive definite.
+
+    Returns
+    -------
+    float
+        The limit, ``inf`` when :math:`\rho \ge 1/\sqrt 2`.
+
+    Raises
+    ------
+    ValueError
+        If the moments or matrices are not valid.
+
+    Examples
+    --------
+    With :math:`A = 0` the field at every particle is :math:`V\bar x`, whose error has
+    :math:`n\,\mathbb E|V(\bar x - \alpha)|^2 = \operatorname{tr}(V\Sigma V^\top)`:
+
+    >>> import numpy as np
+    >>> value = field_error_variance(np.zeros((2, 2)), np.eye(2), [0.0, 0.0], np.diag([1.0, 2.0]))
+    >>> print(f"{value:.9f}")
+    3.000000000
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     alpha, Sigma = _checks.gaussian(alpha, Sigma)
     d = alpha.shape[0]

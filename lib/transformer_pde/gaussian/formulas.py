@@ -217,7 +217,7 @@ def l2_field(alpha: ArrayLike, Sigma: ArrayLike, Q: ArrayLike, K: ArrayLike,
 
     >>> import numpy as np
     >>> M, b = l2_field([3.0, 0.0], np.eye(2), np.eye(2), np.eye(2), np.eye(2))
-    >>> print(np.round(3 * M, 12).tolist(), np.round(b, 12).tolist())
+    >>> print((np.round(3 * M, 12) + 0.0).tolist(), (np.round(b, 12) + 0.0).tolist())
     [[2.0, 0.0], [0.0, 2.0]] [1.0, 0.0]
 
     References
@@ -278,7 +278,7 @@ def l2_rhs(alpha: ArrayLike, Sigma: ArrayLike, Q: ArrayLike, K: ArrayLike,
 
     >>> import numpy as np
     >>> da, dS = l2_rhs([3.0, 0.0], np.eye(2), np.eye(2), np.eye(2), np.eye(2))
-    >>> print(np.round(da, 12).tolist(), np.round(3 * dS, 12).tolist())
+    >>> print((np.round(da, 12) + 0.0).tolist(), (np.round(3 * dS, 12) + 0.0).tolist())
     [3.0, 0.0] [[4.0, 0.0], [0.0, 4.0]]
 
     References
@@ -483,7 +483,7 @@ def sinkhorn_rhs(alpha: ArrayLike, Sigma: ArrayLike, Q: ArrayLike, K: ArrayLike,
     --------
     >>> import numpy as np
     >>> da, dS = sinkhorn_rhs([1.0, 2.0], np.eye(2), np.eye(2), np.eye(2), 2 * np.eye(2))
-    >>> print(da.tolist())
+    >>> print((np.round(da, 12) + 0.0).tolist())
     [2.0, 4.0]
     >>> print(bool(abs(dS[0, 0] - 16 / (1 + np.sqrt(17))) < 1e-12))
     True
@@ -730,8 +730,8 @@ def softmax_identity_blowup_time(Sigma0: ArrayLike, A: ArrayLike) -> float:
     Examples
     --------
     >>> import numpy as np
-    >>> print(softmax_identity_blowup_time(np.eye(2), np.diag([2.0, -1.0])))
-    0.25
+    >>> print(f"{softmax_identity_blowup_time(np.eye(2), np.diag([2.0, -1.0])):.9f}")
+    0.250000000
     >>> print(softmax_identity_blowup_time(np.eye(2), -np.eye(2)))
     inf
 
@@ -783,7 +783,7 @@ def softmax_identity_covariance(Sigma0: ArrayLike, A: ArrayLike,
 
     >>> import numpy as np
     >>> S = softmax_identity_covariance(np.eye(2), np.diag([1.0, -1.0]), [0.0, 0.25])
-    >>> print(np.round(S, 12).tolist())
+    >>> print((np.round(S, 12) + 0.0).tolist())
     [[[1.0, 0.0], [0.0, 1.0]], [[2.0, 0.0], [0.0, 0.666666666667]]]
 
     References
@@ -844,7 +844,7 @@ def softmax_identity_limit(Sigma0: ArrayLike, A: ArrayLike, *,
 
     >>> import numpy as np
     >>> S = softmax_identity_limit(np.array([[2.0, 0.0], [0.0, 3.0]]), np.diag([-1.0, 0.0]))
-    >>> print(np.round(S, 12).tolist())
+    >>> print((np.round(S, 12) + 0.0).tolist())
     [[0.0, 0.0], [0.0, 3.0]]
 
     References
@@ -977,8 +977,8 @@ def softmax_lyapunov(Sigma: ArrayLike, V: ArrayLike) -> float:
     Examples
     --------
     >>> import numpy as np
-    >>> print(float(softmax_lyapunov(np.diag([2.0, 4.0]), np.diag([2.0, 1.0]))))
-    5.0
+    >>> print(f"{float(softmax_lyapunov(np.diag([2.0, 4.0]), np.diag([2.0, 1.0]))):.9f}")
+    5.000000000
 
     References
     ----------
@@ -1033,8 +1033,8 @@ def l2_growth_rate_bound(Q: ArrayLike, K: ArrayLike, V: ArrayLike) -> float:
     Examples
     --------
     >>> import numpy as np
-    >>> print(l2_growth_rate_bound(np.eye(2), 2 * np.eye(2), 3 * np.eye(2)))
-    1.5
+    >>> print(f"{l2_growth_rate_bound(np.eye(2), 2 * np.eye(2), 3 * np.eye(2)):.9f}")
+    1.500000000
 
     References
     ----------
