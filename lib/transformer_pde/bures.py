@@ -52,6 +52,38 @@ def wasserstein2(alpha1: ArrayLike, Sigma1: ArrayLike, alpha2: ArrayLike,
 
     (Takatsu, 2011; Bhatia, Jain and Lim, 2019). Covariances may be singular. Returns
     :math:`W_2` (the square root, clipped at 0 against rounding).
+
+    Parameters
+    ----------
+    alpha1, alpha2 : array (d,)
+        Means.
+    Sigma1, Sigma2 : array (d, d)
+        Covariances, symmetric positive semi-definite.
+
+    Returns
+    -------
+    float
+        :math:`W_2`.
+
+    Raises
+    ------
+    ValueError
+        If a pair of moments is not valid or the dimensions differ.
+
+    Examples
+    --------
+    Equal covariances: the distance of the means. In :math:`d = 1`:
+    :math:`W_2 = (|\alpha_1 - \alpha_2|^2 + (\sigma_1 - \sigma_2)^2)^{1/2}`:
+
+    >>> import numpy as np
+    >>> print(f"{wasserstein2([0.0, 0.0], np.eye(2), [3.0, 4.0], np.eye(2)):.9f}")
+    5.000000000
+    >>> print(f"{wasserstein2([0.0], [[1.0]], [0.0], [[4.0]]):.9f}")
+    1.000000000
+
+    References
+    ----------
+    :cite:`takatsu2011wasserstein,bhatia2019bures`
     """
     alpha1, Sigma1 = _checks.moments(alpha1, Sigma1, "alpha1", "Sigma1")
     alpha2, Sigma2 = _checks.moments(alpha2, Sigma2, "alpha2", "Sigma2")
@@ -73,6 +105,36 @@ def tangent_matrix(Sigma: ArrayLike, dSigma: ArrayLike) -> NDArray[np.float64]:
     of a curve of centred Gaussians through :math:`\mathcal N(\alpha, \Sigma)` with velocity
     :math:`\dot\Sigma` in the Bures–Wasserstein geometry (Takatsu, 2011). Solved with
     :func:`scipy.linalg.solve_continuous_lyapunov`.
+
+    Parameters
+    ----------
+    Sigma : array (d, d)
+        Covariance, symmetric positive definite.
+    dSigma : array (d, d)
+        Symmetric velocity of the covariance.
+
+    Returns
+    -------
+    array (d, d)
+        The symmetric :math:`S`.
+
+    Raises
+    ------
+    ValueError
+        If ``Sigma`` is not positive definite, ``dSigma`` is not symmetric or the shapes differ.
+
+    Examples
+    --------
+    For commuting matrices :math:`S = \dot\Sigma\,\Sigma^{-1}/2`:
+
+    >>> import numpy as np
+    >>> S = tangent_matrix(np.diag([1.0, 2.0]), np.diag([2.0, 8.0]))
+    >>> print((np.round(S, 9) + 0.0).tolist())
+    [[1.0, 0.0], [0.0, 2.0]]
+
+    References
+    ----------
+    :cite:`takatsu2011wasserstein,bhatia2019bures`
     """
     _, Sigma = _checks.moments(np.zeros(np.shape(Sigma)[0]), Sigma)
     d = Sigma.shape[0]
@@ -96,6 +158,38 @@ def metric_speed(dalpha: ArrayLike, Sigma: ArrayLike, dSigma: ArrayLike) -> floa
     the norm of the tangent vector :math:`(\dot\alpha, \dot\Sigma)` in the Bures–Wasserstein
     metric (Takatsu, 2011; Bhatia, Jain and Lim, 2019): the limit of
     :math:`W_2(\mu(t), \mu(t + h)) / h` as :math:`h \to 0`.
+
+    Parameters
+    ----------
+    dalpha : array (d,)
+        Velocity of the mean.
+    Sigma : array (d, d)
+        Covariance, symmetric positive definite.
+    dSigma : array (d, d)
+        Symmetric velocity of the covariance.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        If ``dalpha`` is not a finite ``(d,)`` array or ``Sigma``, ``dSigma`` are not valid
+        (:func:`tangent_matrix`).
+
+    Examples
+    --------
+    :math:`\dot\Sigma = 2I` at :math:`\Sigma = I` gives :math:`S = I`, so the speed is
+    :math:`(|\dot\alpha|^2 + 2)^{1/2}`:
+
+    >>> import numpy as np
+    >>> print(f"{metric_speed([1.0, 1.0], np.eye(2), 2 * np.eye(2)):.9f}")
+    2.000000000
+
+    References
+    ----------
+    :cite:`takatsu2011wasserstein,bhatia2019bures`
     """
     dalpha = np.asarray(dalpha, dtype=np.float64)
     if dalpha.ndim != 1 or not np.all(np.isfinite(dalpha)):
@@ -118,6 +212,40 @@ def field_norm(M: ArrayLike, b: ArrayLike, alpha: ArrayLike, Sigma: ArrayLike) -
     For the attention field of a Gaussian solution (Castin et al., 2025) this is at least the
     metric speed :func:`metric_speed` of the solution, with equality iff :math:`M` is
     symmetric (then :math:`M` is the tangent matrix).
+
+    Parameters
+    ----------
+    M : array (d, d)
+        Linear part of the field.
+    b : array (d,)
+        Constant part of the field.
+    alpha : array (d,)
+        Mean of :math:`\mu`.
+    Sigma : array (d, d)
+        Covariance of :math:`\mu`.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        If the moments are not valid or ``M``, ``b`` have the wrong shape or are not finite.
+
+    Examples
+    --------
+    For a symmetric :math:`M` the norm is the metric speed of the curve it moves:
+
+    >>> import numpy as np
+    >>> M, b, a, S = np.array([[1.0, 0.5], [0.5, 2.0]]), [1.0, 0.0], [1.0, 1.0], np.eye(2)
+    >>> speed = metric_speed(M @ a + b, S, M @ S + S @ M.T)
+    >>> print(bool(abs(field_norm(M, b, a, S) - speed) < 1e-12))
+    True
+
+    References
+    ----------
+    :cite:`takatsu2011wasserstein,castin2025unified`
     """
     alpha, Sigma = _checks.moments(alpha, Sigma)
     d = alpha.size
@@ -130,8 +258,27 @@ def field_norm(M: ArrayLike, b: ArrayLike, alpha: ArrayLike, Sigma: ArrayLike) -
 
 
 class ChordAndLength(NamedTuple):
-    """Distance between the ends of a short Gaussian curve, the curve's length, their relative
-    gap, and the rounding allowance of the gap."""
+    r"""Distance between the ends of a short Gaussian curve, the curve's length, their relative
+    gap, and the rounding allowance of the gap.
+
+    Attributes
+    ----------
+    chord : float
+        :math:`W_2(\mu(0), \mu(h))`.
+    length : float
+        The integral of the speed over :math:`[0, h]`.
+    defect : float
+        ``(length - chord) / length``.
+    rounding : float
+        Bound on the rounding error of ``defect``.
+
+    Examples
+    --------
+    See :func:`chord_and_length`.
+
+    >>> print(ChordAndLength._fields)
+    ('chord', 'length', 'defect', 'rounding')
+    """
 
     chord: float  # W2(mu(0), mu(h))
     length: float  # integral of the speed over [0, h]
@@ -171,6 +318,48 @@ def chord_and_length(rhs: Callable[..., Any], alpha: ArrayLike, Sigma: ArrayLike
     a perturbation of :math:`\Sigma` of that size).
 
     Returns a :class:`ChordAndLength`.
+
+    Parameters
+    ----------
+    rhs : callable
+        ``rhs(alpha, Sigma, *args) -> (dalpha, dSigma)``.
+    alpha : array (d,)
+        Initial mean.
+    Sigma : array (d, d)
+        Initial covariance, symmetric positive definite.
+    h : float
+        Length of the time interval, positive.
+    args : tuple
+        Extra arguments of ``rhs``.
+    speed : callable
+        ``speed(dalpha, Sigma, dSigma) -> float``.
+    nodes : int
+        Gauss–Legendre nodes.
+    rtol, atol : float
+        Tolerances of the integration.
+
+    Returns
+    -------
+    ChordAndLength
+
+    Raises
+    ------
+    ValueError
+        If the inputs are not valid, the solution does not move, or it does not reach
+        :math:`t = h` (blow-up).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from transformer_pde.gaussian import softmax_rhs
+    >>> c = chord_and_length(softmax_rhs, [1.0, 0.0], np.eye(2), 0.1,
+    ...                      args=(np.diag([0.5, -0.5]), np.eye(2)))
+    >>> print(f"{c.length:.4f}", bool(c.rounding < c.defect < 1e-3))
+    0.1798 True
+
+    References
+    ----------
+    :cite:`takatsu2011wasserstein,castin2025unified`
     """
     alpha, Sigma = _checks.moments(alpha, Sigma)
     h = _checks.positive_float(h, "h")
