@@ -59,19 +59,85 @@ __all__ = [
 # --------------------------------------------------------------------------------------
 
 def symbol_matrix(name: str, rows: int, cols: int | None = None) -> sp.Matrix:
-    r"""A ``rows x cols`` matrix whose entries are independent real symbols ``name_ij``."""
+    r"""A ``rows x cols`` matrix whose entries are independent real symbols ``name_ij``.
+
+    Parameters
+    ----------
+    name : str
+        Prefix of the symbols.
+    rows : int
+        Number of rows.
+    cols : int, optional
+        Number of columns (default ``rows``).
+
+    Returns
+    -------
+    sympy.Matrix
+
+    Examples
+    --------
+    >>> print(symbol_matrix("a", 2))
+    Matrix([[a_11, a_12], [a_21, a_22]])
+
+    References
+    ----------
+    :cite:`meurer2017sympy`
+    """
     cols = rows if cols is None else cols
     return sp.Matrix(rows, cols, lambda i, j: sp.Symbol(f"{name}_{i + 1}{j + 1}", real=True))
 
 
 def symmetric_symbol_matrix(name: str, d: int) -> sp.Matrix:
-    r"""A symmetric ``d x d`` matrix of real symbols: entry ``(i, j)`` is ``name_{min,max}``."""
+    r"""A symmetric ``d x d`` matrix of real symbols: entry ``(i, j)`` is ``name_{min,max}``.
+
+    Parameters
+    ----------
+    name : str
+        Prefix of the symbols.
+    d : int
+        Size.
+
+    Returns
+    -------
+    sympy.Matrix
+
+    Examples
+    --------
+    >>> print(symmetric_symbol_matrix("s", 2))
+    Matrix([[s_11, s_12], [s_12, s_22]])
+
+    References
+    ----------
+    :cite:`meurer2017sympy`
+    """
     return sp.Matrix(d, d, lambda i, j: sp.Symbol(f"{name}_{min(i, j) + 1}{max(i, j) + 1}",
                                                   real=True))
 
 
 def symbol_vector(name: str, d: int) -> sp.Matrix:
-    r"""A column vector of ``d`` real symbols ``name_i``."""
+    r"""A column vector of ``d`` real symbols ``name_i``.
+
+    Parameters
+    ----------
+    name : str
+        Prefix of the symbols.
+    d : int
+        Length.
+
+    Returns
+    -------
+    sympy.Matrix
+        A ``(d, 1)`` matrix.
+
+    Examples
+    --------
+    >>> print(symbol_vector("x", 2))
+    Matrix([[x_1], [x_2]])
+
+    References
+    ----------
+    :cite:`meurer2017sympy`
+    """
     return sp.Matrix(d, 1, lambda i, _: sp.Symbol(f"{name}_{i + 1}", real=True))
 
 
@@ -87,6 +153,26 @@ def is_zero(expr: sp.Expr | sp.MatrixBase) -> bool:
     r"""True when the (matrix) expression is exactly zero as a rational function of its symbols.
 
     Brings each entry to a single fraction and expands its numerator: an exact test.
+
+    Parameters
+    ----------
+    expr : sympy expression or matrix
+        A rational function of its symbols, or a matrix of them.
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> x = sp.Symbol("x")
+    >>> print(is_zero(x / (x + 1) - 1 + 1 / (x + 1)), is_zero(sp.Matrix([x, 0])))
+    True False
+
+    References
+    ----------
+    :cite:`meurer2017sympy`
     """
     if isinstance(expr, sp.MatrixBase):
         return all(_simplify_rational(e) == 0 for e in expr)
@@ -112,6 +198,38 @@ def evaluate(expr: sp.Expr | sp.MatrixBase,
 
     Example: ``evaluate(res["dSigma"], [(res["symbols"]["Sigma"], S), ...])`` returns a nested
     list of floats (use ``numpy.array`` on it).
+
+    Parameters
+    ----------
+    expr : sympy matrix
+        The expression to evaluate.
+    values : list of (sympy matrix, array)
+        Each symbol matrix with the numbers to put in its place (a 2-D array, or a 1-D array for
+        a column vector).
+
+    Returns
+    -------
+    list of list of float
+
+    Raises
+    ------
+    IndexError
+        If an array is smaller than its symbol matrix.
+
+    Examples
+    --------
+    Softmax in :math:`d = 1`: :math:`\dot\sigma^2 = 2va\sigma^4`, here :math:`2\cdot 1\cdot
+    0.5\cdot 4`:
+
+    >>> res = softmax_moment_odes(1)
+    >>> s = res["symbols"]
+    >>> print(evaluate(res["dSigma"], [(s["Sigma"], [[2.0]]), (s["A"], [[0.5]]),
+    ...                                (s["V"], [[1.0]])]))
+    [[4.0]]
+
+    References
+    ----------
+    :cite:`meurer2017sympy`
     """
     subs = {}
     for sym_mat, val in values:
@@ -136,6 +254,34 @@ def complete_the_square(exponent: sp.Expr,
     With :math:`\text{exponent} = -\tfrac12 y^\top\Lambda y + \eta^\top y + c`, returns
     ``(mean, covariance, precision)`` = :math:`(\Lambda^{-1}\eta, \Lambda^{-1}, \Lambda)`, where
     :math:`\Lambda = -\nabla_y^2(\text{exponent})` and :math:`\eta = \nabla_y(\text{exponent})(0)`.
+
+    Parameters
+    ----------
+    exponent : sympy expression
+        A quadratic function of the entries of ``y`` with negative definite Hessian.
+    y : sympy matrix
+        Column of the variables.
+
+    Returns
+    -------
+    mean, covariance, precision : sympy.Matrix
+
+    Raises
+    ------
+    ValueError
+        If the Hessian is singular (raised by SymPy's inverse).
+
+    Examples
+    --------
+    :math:`e^{-y^2 + 2y} \propto \mathcal N(1, 1/2)`:
+
+    >>> y = symbol_vector("y", 1)
+    >>> print(complete_the_square(-y[0] ** 2 + 2 * y[0], y))
+    (Matrix([[1]]), Matrix([[1/2]]), Matrix([[2]]))
+
+    References
+    ----------
+    :cite:`castin2025unified,meurer2017sympy`
     """
     ys = list(y)
     Lam = -sp.hessian(exponent, ys)
@@ -153,6 +299,31 @@ def affine_moment_odes(M: sp.MatrixBase, b: sp.MatrixBase, alpha: sp.MatrixBase,
     :math:`\mathcal N(\alpha, \Sigma)` to :math:`\mathcal N(\alpha + h(M\alpha + b),
     (I + hM)\Sigma(I + hM)^\top) + O(h^2)`; differentiating at :math:`h = 0` gives
     ``(dalpha, dSigma)`` = :math:`(M\alpha + b, M\Sigma + \Sigma M^\top)`.
+
+    Parameters
+    ----------
+    M : sympy matrix (d, d)
+        Linear part of the field.
+    b : sympy matrix (d, 1)
+        Constant part of the field.
+    alpha : sympy matrix (d, 1)
+        Mean.
+    Sigma : sympy matrix (d, d)
+        Covariance.
+
+    Returns
+    -------
+    dalpha, dSigma : sympy.Matrix
+
+    Examples
+    --------
+    >>> M, b = symbol_matrix("m", 1), symbol_vector("b", 1)
+    >>> print(affine_moment_odes(M, b, symbol_vector("alpha", 1), symmetric_symbol_matrix("s", 1)))
+    (Matrix([[alpha_1*m_11 + b_1]]), Matrix([[2*m_11*s_11]]))
+
+    References
+    ----------
+    :cite:`castin2025unified,meurer2017sympy`
     """
     h = sp.Symbol("h")
     d = Sigma.shape[0]
@@ -173,6 +344,25 @@ def softmax_reweighting(d: int = 2) -> dict[str, Any]:
     Stated: :math:`\mathcal N(\alpha + \Sigma A x, \Sigma)` (Castin et al., 2025). Returns a dict
     with ``mean``, ``cov`` (derived), ``mean_stated``, ``cov_stated``, ``residual_mean``,
     ``residual_cov`` and ``symbols``.
+
+    Parameters
+    ----------
+    d : int
+        Dimension.
+
+    Returns
+    -------
+    dict
+
+    Examples
+    --------
+    >>> res = softmax_reweighting(1)
+    >>> print(res["mean"], is_zero(res["residual_mean"]), is_zero(res["residual_cov"]))
+    Matrix([[a_11*s_11*x_1 + alpha_1]]) True True
+
+    References
+    ----------
+    :cite:`castin2025unified,meurer2017sympy`
     """
     Sigma = symmetric_symbol_matrix("s", d)
     A = symbol_matrix("a", d)
@@ -192,6 +382,30 @@ def l2_reweighting(d: int = 2, k: int = 2) -> dict[str, Any]:
     use, :math:`(I + 2\Sigma K^\top K)^{-1}(\alpha + 2\Sigma K^\top Q x)`. ``Q``, ``K`` are
     ``k x d`` symbol matrices. Same keys as :func:`softmax_reweighting` plus
     ``precision`` and ``residual_precision``.
+
+    Parameters
+    ----------
+    d : int
+        Dimension of the tokens.
+    k : int
+        Number of rows of ``Q`` and ``K``.
+
+    Returns
+    -------
+    dict
+
+    Examples
+    --------
+    >>> res = l2_reweighting(1, 1)
+    >>> print(res["precision"])
+    Matrix([[2*k_11**2 + 1/s_11]])
+    >>> print([is_zero(res[key]) for key in ("residual_precision", "residual_mean",
+    ...                                       "residual_cov")])
+    [True, True, True]
+
+    References
+    ----------
+    :cite:`castin2025unified,kim2021lipschitz,meurer2017sympy`
     """
     Sigma = symmetric_symbol_matrix("s", d)
     Q, K = symbol_matrix("q", k, d), symbol_matrix("k", k, d)
@@ -228,6 +442,25 @@ def softmax_moment_odes(d: int = 2) -> dict[str, Any]:
     affine field ``M``, ``b``, ``dalpha``, ``dSigma``, the stated ones, ``residual_alpha``,
     ``residual_Sigma``, ``symbols`` and ``reweighting`` (the dict of
     :func:`softmax_reweighting`).
+
+    Parameters
+    ----------
+    d : int
+        Dimension.
+
+    Returns
+    -------
+    dict
+
+    Examples
+    --------
+    >>> res = softmax_moment_odes(1)
+    >>> print(res["dSigma"], is_zero(res["residual_alpha"]), is_zero(res["residual_Sigma"]))
+    Matrix([[2*a_11*s_11**2*v_11]]) True True
+
+    References
+    ----------
+    :cite:`castin2025unified,meurer2017sympy`
     """
     rw = softmax_reweighting(d)
     s = dict(rw["symbols"])
@@ -251,6 +484,27 @@ def l2_moment_odes(d: int = 2, k: int = 2) -> dict[str, Any]:
     :func:`softmax_moment_odes`. :math:`P^{-1}` is evaluated as
     :math:`(I + 2\Sigma K^\top K)^{-1}\Sigma` (equal by :func:`general_identities`), which keeps
     the rational functions small.
+
+    Parameters
+    ----------
+    d : int
+        Dimension of the tokens.
+    k : int
+        Number of rows of ``Q`` and ``K``.
+
+    Returns
+    -------
+    dict
+
+    Examples
+    --------
+    >>> res = l2_moment_odes(1, 1)
+    >>> print(res["dSigma"], is_zero(res["residual_alpha"]), is_zero(res["residual_Sigma"]))
+    Matrix([[4*k_11*q_11*s_11**2*v_11/(2*k_11**2*s_11 + 1)]]) True True
+
+    References
+    ----------
+    :cite:`castin2025unified,kim2021lipschitz,meurer2017sympy`
     """
     rw = l2_reweighting(d, k)
     s = dict(rw["symbols"])
@@ -275,6 +529,28 @@ def multihead_moment_odes(d: int = 2, heads: int = 2) -> dict[str, Any]:
     Stated: :math:`\dot\alpha = \sum_h V_h(I + \Sigma A_h)\alpha`,
     :math:`\dot\Sigma = \sum_h (V_h\Sigma A_h\Sigma + \Sigma A_h^\top\Sigma V_h^\top)`. The
     symbols hold lists ``As`` and ``Vs``.
+
+    Parameters
+    ----------
+    d : int
+        Dimension.
+    heads : int
+        Number of heads.
+
+    Returns
+    -------
+    dict
+        The keys of :func:`softmax_moment_odes` (without ``reweighting``).
+
+    Examples
+    --------
+    >>> res = multihead_moment_odes(1, 2)
+    >>> print(is_zero(res["residual_alpha"]), is_zero(res["residual_Sigma"]))
+    True True
+
+    References
+    ----------
+    :cite:`castin2025unified,meurer2017sympy`
     """
     Sigma = symmetric_symbol_matrix("s", d)
     alpha, x, y = symbol_vector("alpha", d), symbol_vector("x", d), symbol_vector("y", d)
@@ -314,6 +590,20 @@ def sinkhorn_scalar() -> dict[str, Any]:
     the residuals ``residual_library`` (derived minus library, any :math:`\varepsilon`),
     ``residual_published_eps1`` and ``residual_published_eps2`` (derived at
     :math:`\varepsilon = 1`, resp. 2, minus published) and ``symbols``.
+
+    Examples
+    --------
+    The derived rate equals the library's closed form for every :math:`\varepsilon`, and the
+    published formula at :math:`\varepsilon = 2`, not at :math:`\varepsilon = 1`:
+
+    >>> res = sinkhorn_scalar()
+    >>> print(res["residual_library"], res["residual_published_eps2"],
+    ...       res["residual_published_eps1"] == 0)
+    0 0 False
+
+    References
+    ----------
+    :cite:`castin2025unified,sander2022sinkformers,janati2020entropic,meurer2017sympy`
     """
     a, v = sp.symbols("a v", real=True)
     eps = sp.Symbol("epsilon", positive=True)
@@ -359,6 +649,16 @@ def general_identities() -> dict[str, Any]:
     - ``"softmax_covariance"``: :math:`M\Sigma + \Sigma M^\top - (V\Sigma A\Sigma +
       \Sigma A^\top\Sigma V^\top)` with :math:`M = V\Sigma A`, :math:`\Sigma = \Sigma^\top`;
     - ``"l2_covariance"``: the same with :math:`M = 2VP^{-1}A`, :math:`P = P^\top`.
+
+    Examples
+    --------
+    >>> print(general_identities())
+    {'softmax_square': 0, 'l2_square': 0, 'affine_covariance': 0, 'softmax_mean': 0,
+     'softmax_covariance': 0, 'l2_covariance': 0}
+
+    References
+    ----------
+    :cite:`castin2025unified,meurer2017sympy`
     """
     d = sp.Symbol("d", integer=True, positive=True)
     k = sp.Symbol("k", integer=True, positive=True)
