@@ -49,7 +49,7 @@ class _NonFinite(Exception):
 
 
 class BlowUpError(RuntimeError):
-    """Integration stopped because the solution blew up.
+    r"""Integration stopped because the solution blew up.
 
     Attributes
     ----------
@@ -59,6 +59,16 @@ class BlowUpError(RuntimeError):
         The requested times reached before it.
     trajectory : array (k, n, d)
         The solution at those times.
+
+    Examples
+    --------
+    :math:`\dot x = x^2` from :math:`x(0) = 1` blows up at :math:`t = 1`:
+
+    >>> try:
+    ...     integrate(lambda t, X: X**2, [[1.0]], [0.0, 0.5, 2.0])
+    ... except BlowUpError as err:
+    ...     print(f"{err.time:.3f}", err.times.tolist(), err.trajectory.shape)
+    1.000 [0.0, 0.5] (2, 1, 1)
     """
 
     def __init__(self, message, *, time, times, trajectory):
@@ -76,6 +86,37 @@ def attention_field(attention: Callable[..., Any], /, **params: Any) -> Callable
     unchanged. Example::
 
         field = attention_field(attention.softmax, A=A, V=lambda t: V0 + t * V1)
+
+    Parameters
+    ----------
+    attention : callable
+        An attention function ``attention(X, **params)``.
+    **params
+        Its parameters, constants or callables of ``t``.
+
+    Returns
+    -------
+    callable
+        ``field(t, X)``.
+
+    Raises
+    ------
+    ValueError
+        If ``attention`` is not callable.
+
+    Examples
+    --------
+    With :math:`A = 0` softmax attention is the mean, here times :math:`V(2) = 2I`:
+
+    >>> import numpy as np
+    >>> from transformer_pde import attention
+    >>> field = attention_field(attention.softmax, A=np.zeros((2, 2)), V=lambda t: t * np.eye(2))
+    >>> print(field(2.0, np.array([[1.0, 0.0], [3.0, 0.0]])).tolist())
+    [[4.0, 0.0], [4.0, 0.0]]
+
+    References
+    ----------
+    :cite:`castin2025unified,sander2022sinkformers`
     """
     if not callable(attention):
         raise ValueError("attention must be callable, e.g. transformer_pde.attention.softmax")
@@ -231,6 +272,27 @@ def integrate(field: Callable[..., Any], X0: ArrayLike, times: ArrayLike, *, met
     -------
     array (k, n, d)
         The tokens at each of ``times``.
+
+    rtol, atol : float
+        Tolerances of the adaptive methods.
+
+    Raises
+    ------
+    ValueError
+        If ``field`` is not callable, ``X0`` is not a finite ``(n, d)`` array, ``times`` is not
+        strictly increasing, ``method`` is unknown, ``field`` returns another shape, or
+        ``max_step``, ``blowup_radius`` is not positive.
+    BlowUpError
+        If a token leaves the ball of radius ``blowup_radius`` or a value stops being finite.
+
+    Examples
+    --------
+    >>> print(f"{integrate(lambda t, X: -X, [[1.0]], [0.0, 1.0])[-1, 0, 0]:.6f}")
+    0.367879
+
+    References
+    ----------
+    :cite:`hairer1993solving,virtanen2020scipy,castin2025unified`
     """
     if not callable(field):
         raise ValueError("field must be callable as field(t, X)")
@@ -259,6 +321,39 @@ def residual_stack(field: Callable[..., Any], X0: ArrayLike, T: float,
     This is the explicit Euler scheme of :math:`\dot X = \text{field}(t, X)` on
     :math:`[0, T]` with step :math:`T/L`; returns all ``L + 1`` layers' tokens,
     shape ``(L + 1, n, d)``.
+
+    Parameters
+    ----------
+    field : callable
+        ``field(t, X) -> array (n, d)``.
+    X0 : array (n, d)
+        Input tokens.
+    T : float
+        Total time, positive.
+    L : int
+        Depth, positive.
+
+    Returns
+    -------
+    array (L + 1, n, d)
+
+    Raises
+    ------
+    ValueError
+        If ``T`` or ``L`` is not positive, or as in :func:`integrate`.
+    BlowUpError
+        As in :func:`integrate`.
+
+    Examples
+    --------
+    Two layers of :math:`x \mapsto x + \tfrac12 x`:
+
+    >>> print(residual_stack(lambda t, X: X, [[1.0]], 1.0, 2)[:, 0, 0].tolist())
+    [1.0, 1.5, 2.25]
+
+    References
+    ----------
+    :cite:`e2017proposal,he2016deep,sander2022residual`
     """
     L = _checks.positive_int(L, "L")
     T = _checks.positive_float(T, "T")
@@ -272,6 +367,38 @@ def rescale(trajectory: ArrayLike, times: ArrayLike, V: ArrayLike) -> NDArray[np
     :math:`e^{-tV}` is computed directly (never as the inverse of :math:`e^{tV}`): exactly
     from the exponentials of the diagonal when ``V`` is diagonal, through the eigenvectors of
     ``V`` when they are well conditioned, with :func:`scipy.linalg.expm` otherwise.
+
+    Parameters
+    ----------
+    trajectory : array (k, n, d)
+        Tokens at ``times``.
+    times : array (k,)
+        Finite times.
+    V : array (d, d)
+        Value matrix.
+
+    Returns
+    -------
+    array (k, n, d)
+
+    Raises
+    ------
+    ValueError
+        If the shapes do not match or a time is not finite.
+
+    Examples
+    --------
+    Tokens moving as :math:`e^{t}x_0` under :math:`V = I` rescale to :math:`x_0`:
+
+    >>> import numpy as np
+    >>> t = np.array([0.0, 0.5, 1.0])
+    >>> traj = np.exp(t)[:, None, None] * np.array([[1.0, 2.0]])
+    >>> print(bool(np.allclose(rescale(traj, t, np.eye(2)), [[1.0, 2.0]], atol=1e-12)))
+    True
+
+    References
+    ----------
+    :cite:`geshkovski2023emergence`
     """
     traj = np.asarray(trajectory, dtype=np.float64)
     t = np.asarray(times, dtype=np.float64)
@@ -312,6 +439,42 @@ def rescaled_field(field: Callable[..., Any], V: ArrayLike, *,
 
     For a general ``field`` the first formula is used with :math:`e^{-tV}` computed
     directly (as in :func:`rescale`), never as an inverse of :math:`e^{tV}`.
+
+    Parameters
+    ----------
+    field : callable or None
+        ``field(t, X)``, or ``None`` for softmax attention with ``A`` and ``V``.
+    V : array (d, d)
+        Value matrix.
+    A : array (d, d), optional
+        Key-query matrix, with ``field=None`` only.
+
+    Returns
+    -------
+    callable
+        ``zfield(t, Z)``.
+
+    Raises
+    ------
+    ValueError
+        If ``A`` is missing with ``field=None``, given with a ``field``, or a shape is wrong.
+
+    Examples
+    --------
+    The closed form of softmax agrees with the general formula:
+
+    >>> import numpy as np
+    >>> from transformer_pde import attention
+    >>> A, V = np.array([[1.0, 0.2], [0.0, 0.5]]), np.array([[0.5, 0.1], [0.0, 0.3]])
+    >>> Z = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.5]])
+    >>> closed = rescaled_field(None, V, A=A)(0.3, Z)
+    >>> general = rescaled_field(attention_field(attention.softmax, A=A, V=V), V)(0.3, Z)
+    >>> print(bool(np.allclose(closed, general, atol=1e-12)))
+    True
+
+    References
+    ----------
+    :cite:`geshkovski2023emergence`
     """
     V = _checks.matrix(V, "V", square=True)
     d = V.shape[0]

@@ -61,6 +61,25 @@ def attention_gap(points: ArrayLike, vertices: ArrayLike, A: ArrayLike) -> NDArr
     Returns
     -------
     array (k,)
+
+    Raises
+    ------
+    ValueError
+        If the arrays are not finite, their dimensions differ or ``A`` is not ``(d, d)``.
+
+    Examples
+    --------
+    On the square :math:`[-1, 1]^2` with :math:`A = I`, a vertex and the midpoint of an edge are
+    self-attending, :math:`(1/2, 0)` is not:
+
+    >>> import numpy as np
+    >>> square = np.array([[1.0, 1.0], [1.0, -1.0], [-1.0, 1.0], [-1.0, -1.0]])
+    >>> print(attention_gap([[1.0, 1.0], [1.0, 0.0], [0.5, 0.0]], square, np.eye(2)).tolist())
+    [0.0, 0.0, 0.25]
+
+    References
+    ----------
+    :cite:`geshkovski2023emergence`
     """
     X, W, A = _points_and_vertices(points, vertices, A)
     AX = X @ A.T
@@ -84,6 +103,31 @@ def hardmax_cells(points: ArrayLike, vertices: ArrayLike, A: ArrayLike) -> NDArr
     Returns
     -------
     int array (k,)
+
+    Parameters
+    ----------
+    points : array (k, d)
+        Query points.
+    vertices : array (m, d)
+        The keys :math:`v_j`.
+    A : array (d, d)
+        Key-query matrix.
+
+    Raises
+    ------
+    ValueError
+        If the arrays are not finite, their dimensions differ or ``A`` is not ``(d, d)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> square = np.array([[1.0, 1.0], [1.0, -1.0], [-1.0, 1.0], [-1.0, -1.0]])
+    >>> print(hardmax_cells([[2.0, 1.0], [-1.0, -3.0]], square, np.eye(2)).tolist())
+    [0, 3]
+
+    References
+    ----------
+    :cite:`geshkovski2023emergence`
     """
     X, W, A = _points_and_vertices(points, vertices, A)
     return np.argmax(X @ A.T @ W.T, axis=1).astype(int)
@@ -127,6 +171,27 @@ def self_attending_set(vertices: ArrayLike, A: ArrayLike, *,
     -------
     array (k, d)
         The points of :math:`\mathcal S`, in the order found (vertices first).
+
+    Raises
+    ------
+    ValueError
+        If there are more than 24 vertices, ``A`` is not symmetric positive definite or ``tol``
+        is negative.
+
+    Examples
+    --------
+    For the square :math:`[-1, 1]^2` and :math:`A = I`: the 4 vertices, the 4 midpoints of the
+    edges and the origin:
+
+    >>> import numpy as np
+    >>> square = np.array([[1.0, 1.0], [1.0, -1.0], [-1.0, 1.0], [-1.0, -1.0]])
+    >>> S = self_attending_set(square, np.eye(2))
+    >>> print(len(S), (np.round(S[4:], 9) + 0.0).tolist())
+    9 [[1.0, 0.0], [0.0, 1.0], [0.0, 0.0], [0.0, -1.0], [-1.0, 0.0]]
+
+    References
+    ----------
+    :cite:`geshkovski2023emergence`
     """
     W = _checks.points(vertices, "vertices")
     m, d = W.shape
@@ -174,6 +239,31 @@ def on_boundary(points: ArrayLike, hull_points: ArrayLike, *,
     Returns
     -------
     bool array (k,)
+
+    Parameters
+    ----------
+    points : array (k, d)
+        Points to test.
+    hull_points : array (m, d)
+        Points whose convex hull is :math:`\mathcal K`.
+    tol : float
+        Absolute tolerance, non-negative.
+
+    Raises
+    ------
+    ValueError
+        If the arrays are not finite, their dimensions differ or ``tol`` is negative.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> square = np.array([[1.0, 1.0], [1.0, -1.0], [-1.0, 1.0], [-1.0, -1.0]])
+    >>> print(on_boundary([[1.0, 0.0], [0.5, 0.0], [2.0, 0.0]], square).tolist())
+    [True, False, False]
+
+    References
+    ----------
+    :cite:`geshkovski2023emergence`
     """
     X, H = _checks.points_and_hull(points, hull_points)
     tol = _checks.nonnegative_float(tol, "tol")
