@@ -267,14 +267,13 @@ def integrate(field: Callable[..., Any], X0: ArrayLike, times: ArrayLike, *, met
     blowup_radius : float
         Integration stops with :class:`BlowUpError` when a token leaves this ball or a
         value stops being finite.
+    rtol, atol : float
+        Tolerances of the adaptive methods.
 
     Returns
     -------
     array (k, n, d)
         The tokens at each of ``times``.
-
-    rtol, atol : float
-        Tolerances of the adaptive methods.
 
     Raises
     ------
