@@ -74,6 +74,35 @@ def random_parameters(gen: np.random.Generator, d: int = 2, heads: int = 2, *,
     -------
     dict of callables of t
         Keys ``"Q", "K", "V", "A"`` (d x d) and ``"Qs", "Vs", "As"`` (heads x d x d).
+
+    Parameters
+    ----------
+    gen : numpy.random.Generator
+        Source of the matrices.
+    d : int
+        Dimension.
+    heads : int
+        Number of heads of the multi-head variant.
+    qk_scale, v_scale, head_v_scale : float
+        Scales of the entries.
+
+    Raises
+    ------
+    ValueError
+        If ``d`` or ``heads`` is not a positive integer.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> P = random_parameters(np.random.default_rng(0))
+    >>> print(sorted(P), P["As"](0.0).shape)
+    ['A', 'As', 'K', 'Q', 'Qs', 'V', 'Vs'] (2, 2, 2)
+    >>> print(bool(np.allclose(P["A"](0.3), P["K"](0.3).T @ P["Q"](0.3), atol=0)))
+    True
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     d = _checks.positive_int(d, "d")
     heads = _checks.positive_int(heads, "heads")
@@ -103,6 +132,39 @@ def variant_field(name: str, P: dict[str, Any], *, weights: ArrayLike | None = N
     ``j <= i``). Parameters may be callables of ``t``
     (:func:`transformer_pde.dynamics.attention_field`); ``weights`` are those of the atoms
     (uniform by default), passed to the attention function.
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`VARIANTS`.
+    P : dict
+        Parameters, as from :func:`random_parameters`.
+    weights : array (n,), optional
+        Weights of the atoms.
+    sinkhorn_tol : float
+        Tolerance of the Sinkhorn iterations.
+
+    Returns
+    -------
+    callable
+        ``field(t, X) -> array (n, d)``.
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is not one of :data:`VARIANTS`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> P = random_parameters(np.random.default_rng(0))
+    >>> X = np.array([[0.1, 0.2], [0.3, -0.1], [-0.2, 0.0]])
+    >>> print([variant_field(name, P)(0.5, X).shape for name in VARIANTS])
+    [(3, 2), (3, 2), (3, 2), (3, 2), (3, 2), (3, 2)]
+
+    References
+    ----------
+    :cite:`castin2025unified,vaswani2017attention,kim2021lipschitz,sander2022sinkformers,ramapuram2025sigmoid`
     """
     kw = {} if weights is None else {"weights": weights}
     field = dynamics.attention_field
@@ -126,6 +188,35 @@ def support_rate(name: str, P: dict[str, Any], t: float) -> float:
 
     :math:`R(t) \le R_0\exp\int_0^t \text{rate}` (Castin, Ablin, Carrillo and Peyré, 2025, for
     :math:`\|V\|_2`; :math:`\kappa` derived in chapter 2).
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`VARIANTS`.
+    P : dict
+        Parameters, as from :func:`random_parameters`.
+    t : float
+        Time.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is not one of :data:`VARIANTS`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> P = random_parameters(np.random.default_rng(0))
+    >>> print(bool(support_rate("softmax", P, 0.5) == np.linalg.norm(P["V"](0.5), 2)))
+    True
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     if name == "multihead":
         return heads_growth_rate(P["Vs"](t))
@@ -135,7 +226,37 @@ def support_rate(name: str, P: dict[str, Any], t: float) -> float:
 
 
 def uniform_ball(gen: np.random.Generator, n: int, d: int = 2) -> NDArray[np.float64]:
-    r"""``n`` points drawn uniformly in the unit ball of :math:`\mathbb R^d` (rejection)."""
+    r"""``n`` points drawn uniformly in the unit ball of :math:`\mathbb R^d` (rejection).
+
+    Parameters
+    ----------
+    gen : numpy.random.Generator
+        Source of the points.
+    n : int
+        Number of points.
+    d : int
+        Dimension.
+
+    Returns
+    -------
+    array (n, d)
+
+    Raises
+    ------
+    ValueError
+        If ``n`` or ``d`` is not a positive integer.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = uniform_ball(np.random.default_rng(0), 100, 3)
+    >>> print(X.shape, bool(np.all(np.linalg.norm(X, axis=1) <= 1)))
+    (100, 3) True
+
+    References
+    ----------
+    :cite:`castin2025unified`
+    """
     n = _checks.positive_int(n, "n")
     d = _checks.positive_int(d, "d")
     out = np.empty((0, d))
@@ -166,6 +287,42 @@ def gaussian_moments(name: str, P: dict[str, Any], alpha0: ArrayLike, Sigma0: Ar
     -------
     alpha : array (m, d)
     Sigma : array (m, d, d)
+
+    Parameters
+    ----------
+    name : str
+        ``"softmax"``, ``"l2"`` or ``"multihead"``.
+    P : dict
+        Parameters, callables of ``t``.
+    alpha0 : array (d,)
+        Initial mean.
+    Sigma0 : array (d, d)
+        Initial covariance.
+    times : array (m,)
+        Strictly increasing times, at least two; the first is the initial time.
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is not one of the three, ``Sigma0`` is not square or ``times`` is not
+        strictly increasing.
+    RuntimeError
+        If the integration fails (e.g. the covariance blows up).
+
+    Examples
+    --------
+    Constant :math:`A = \mathrm{diag}(-1, 0)`, :math:`V = I`: :math:`\Sigma(t) =
+    \mathrm{diag}(1/(1 + 2t), 1)`:
+
+    >>> import numpy as np
+    >>> P = {"A": lambda t: np.diag([-1.0, 0.0]), "V": lambda t: np.eye(2)}
+    >>> alpha, Sigma = gaussian_moments("softmax", P, [0.0, 0.0], np.eye(2), [0.0, 1.0])
+    >>> print((np.round(Sigma[-1], 6) + 0.0).tolist())
+    [[0.333333, 0.0], [0.0, 1.0]]
+
+    References
+    ----------
+    :cite:`castin2025unified,hairer1993solving`
     """
     if name not in _MOMENT_RHS:
         raise ValueError(f"name must be one of {tuple(_MOMENT_RHS)}, got {name!r}")
@@ -195,6 +352,46 @@ def max_interaction_strength(name: str, P: dict[str, Any], alpha0: ArrayLike, Si
     Maximum over ``steps + 1`` equally spaced times of :math:`[0, T]` and over the heads
     (``P["A"]``, or ``P["As"]`` for ``"multihead"``), with :math:`\Sigma(t)` from
     :func:`gaussian_moments`; see :func:`transformer_pde.meanfield.interaction_strength`.
+
+    Parameters
+    ----------
+    name : str
+        ``"softmax"``, ``"l2"`` or ``"multihead"``.
+    P : dict
+        Parameters, callables of ``t``.
+    alpha0 : array (d,)
+        Initial mean.
+    Sigma0 : array (d, d)
+        Initial covariance.
+    T : float
+        Final time, positive.
+    steps : int
+        Number of intervals of the time grid.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        As in :func:`gaussian_moments`, or if ``T`` or ``steps`` is not positive.
+    RuntimeError
+        If the Gaussian solution cannot be integrated up to ``T``.
+
+    Examples
+    --------
+    With :math:`A = \mathrm{diag}(-1, 0)` and :math:`V = I`, :math:`\rho(t) = 1/(1 + 2t)` is
+    largest at :math:`t = 0`:
+
+    >>> import numpy as np
+    >>> P = {"A": lambda t: np.diag([-1.0, 0.0]), "V": lambda t: np.eye(2)}
+    >>> print(f"{max_interaction_strength('softmax', P, [0.0, 0.0], np.eye(2), 1.0):.6f}")
+    1.000000
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     steps = _checks.positive_int(steps, "steps")
     grid = np.linspace(0.0, _checks.positive_float(T, "T"), steps + 1)
@@ -212,6 +409,35 @@ def scale_interaction(P: dict[str, Any], c: float) -> dict[str, Any]:
     :math:`\sqrt c` (so that :math:`A = K^\top Q` still holds) and ``Qs`` by ``c`` (so that
     :math:`A_h = K_h^\top Q_h`); ``V`` and ``Vs`` are unchanged. The interaction strength
     :math:`\rho = \|\Sigma^{1/2}A\Sigma^{1/2}\|_2` at a given :math:`\Sigma` scales by ``c``.
+
+    Parameters
+    ----------
+    P : dict
+        Parameters, callables of ``t``.
+    c : float
+        Factor, positive.
+
+    Returns
+    -------
+    dict
+
+    Raises
+    ------
+    ValueError
+        If ``c`` is not positive.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> P = random_parameters(np.random.default_rng(0))
+    >>> Pc = scale_interaction(P, 0.25)
+    >>> print(bool(np.allclose(Pc["A"](0.3), 0.25 * P["A"](0.3), atol=1e-15)),
+    ...       bool(np.allclose(Pc["K"](0.3).T @ Pc["Q"](0.3), Pc["A"](0.3), atol=1e-15)))
+    True True
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     c = _checks.positive_float(c, "c")
     r = np.sqrt(c)
@@ -246,6 +472,36 @@ def moderate_interaction(P: dict[str, Any], alpha0: ArrayLike, Sigma0: ArrayLike
     ------
     RuntimeError
         If no scale of ``scales`` brings it below ``rho_max``.
+
+    Parameters
+    ----------
+    P : dict
+        Parameters, callables of ``t``.
+    alpha0 : array (d,)
+        Initial mean.
+    Sigma0 : array (d, d)
+        Initial covariance.
+    T : float
+        Final time.
+    rho_max : float
+        Bound on the interaction strength, positive.
+    scales : iterable of float
+        Factors tried in order.
+
+    Examples
+    --------
+    With the parameters below, :math:`\rho` is about 0.35 at scale 1, 0.28 at 0.8 and 0.22 at
+    0.6:
+
+    >>> import numpy as np
+    >>> P = random_parameters(np.random.default_rng(0))
+    >>> Pc, c, rho = moderate_interaction(P, [0.0, 0.0], np.eye(2), 1.0, 0.25)
+    >>> print(c, f"{rho:.2f}")
+    0.6 0.22
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     rho_max = _checks.positive_float(rho_max, "rho_max")
     scales = [_checks.positive_float(c, "scales") for c in scales]
@@ -266,9 +522,26 @@ def moderate_interaction(P: dict[str, Any], alpha0: ArrayLike, Sigma0: ArrayLike
 
 
 class ParticleErrors(NamedTuple):
-    """Squared errors of the particle system's moments, one row per size, one column per
+    r"""Squared errors of the particle system's moments, one row per size, one column per
     draw; ``final[k]`` holds the particles at time ``T`` of every draw of size ``k``, shape
-    ``(draws, n, d)`` (``None`` unless asked for)."""
+    ``(draws, n, d)`` (``None`` unless asked for).
+
+    Attributes
+    ----------
+    mean : array (sizes, draws)
+        :math:`|\hat\alpha_n(T) - \alpha(T)|^2`.
+    covariance : array (sizes, draws)
+        :math:`\|\hat\Sigma_n(T) - \Sigma(T)\|_F^2`.
+    final : list of arrays or None
+        The particles at time ``T``.
+
+    Examples
+    --------
+    See :func:`particle_moment_errors`.
+
+    >>> print(ParticleErrors._fields)
+    ('mean', 'covariance', 'final')
+    """
 
     mean: np.ndarray
     covariance: np.ndarray
@@ -329,6 +602,32 @@ def particle_moment_errors(name: str, P: dict[str, Any], alpha0: ArrayLike, Sigm
     -------
     ParticleErrors
         ``mean`` and ``covariance`` of shape ``(len(sizes), draws)``, and ``final``.
+
+    n_jobs : int, optional
+        Passed to :class:`joblib.Parallel`.
+    progress : bool, optional
+        Progress bar (see above).
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is not one of the three, the moments are not valid, a size, ``draws``,
+        ``T`` or ``max_step`` is not positive, or ``seed`` is not a valid key.
+    RuntimeError
+        If the Gaussian solution cannot be integrated up to ``T``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> P = random_parameters(np.random.default_rng(0))
+    >>> err = particle_moment_errors("softmax", P, [0.0, 0.0], np.eye(2), [10, 20], 2, 0.2,
+    ...                              seed=0, keep=True)
+    >>> print(err.mean.shape, err.covariance.shape, err.final[1].shape)
+    (2, 2) (2, 2) (2, 20, 2)
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     if name not in _MOMENT_RHS:
         raise ValueError(f"name must be one of {tuple(_MOMENT_RHS)}, got {name!r}")
@@ -376,6 +675,37 @@ def sample_distances(clouds: Sequence[ArrayLike], alpha: ArrayLike, Sigma: Array
     Returns
     -------
     array (len(clouds), 2)
+
+    Parameters
+    ----------
+    clouds : sequence of arrays (n, d)
+        The point clouds.
+    alpha : array (d,)
+        Mean.
+    Sigma : array (d, d)
+        Covariance, symmetric positive definite.
+    seed : int or sequence of int
+        Key of the draws.
+    n_jobs : int, optional
+        Passed to :class:`joblib.Parallel`.
+
+    Raises
+    ------
+    ValueError
+        If the moments are not valid, a cloud is not a finite ``(n, d)`` array, or ``seed`` is
+        not a valid key.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> clouds = [np.random.default_rng(1).standard_normal((10, 2))]
+    >>> out = sample_distances(clouds, [0.0, 0.0], np.eye(2), seed=0)
+    >>> print(out.shape, bool(np.all(out > 0)))
+    (1, 2) True
+
+    References
+    ----------
+    :cite:`castin2025unified,flamary2021pot`
     """
     from . import draws as _draws
 
