@@ -35,8 +35,25 @@ __all__ = ["PooledZ", "pooled_z_scores", "bonferroni_threshold"]
 
 
 class PooledZ(NamedTuple):
-    """Pooled estimate, its standard errors, the distances to the target and their degrees
-    of freedom."""
+    r"""Pooled estimate, its standard errors, the distances to the target and their degrees
+    of freedom.
+
+    Attributes
+    ----------
+    estimate : array (m,)
+        The :math:`n`-weighted mean :math:`\hat\theta`.
+    stderr : array (m,)
+        Its standard errors.
+    z : array (m,)
+        The distances to the target, in standard errors.
+    dof : int
+        Degrees of freedom, :math:`N - 1`.
+
+    Examples
+    --------
+    >>> print(pooled_z_scores([1, 1], [[[1.0], [3.0]], [[1.0], [3.0]]], [0.0]).dof)
+    3
+    """
 
     estimate: np.ndarray
     stderr: np.ndarray
@@ -63,6 +80,39 @@ def pooled_z_scores(ns: ArrayLike, samples: ArrayLike, target: ArrayLike) -> Poo
     the sizes are large. Used to test the moment ODEs of Castin et al. (2025) against particles.
 
     Returns a :class:`PooledZ` ``(estimate, stderr, z, dof)`` with ``dof = N - 1``.
+
+    Parameters
+    ----------
+    ns : array (K,)
+        Positive sample sizes.
+    samples : array (K, R, m)
+        The replicates, at least two in all.
+    target : array (m,)
+        The value they estimate.
+
+    Returns
+    -------
+    PooledZ
+
+    Raises
+    ------
+    ValueError
+        If ``ns`` is not a 1-D array of positive sizes, ``samples`` is not a finite
+        ``(K, R, m)`` array with at least two replicates, ``target`` has the wrong shape or is
+        not finite, or a component does not vary.
+
+    Examples
+    --------
+    Four replicates 1, 3, 1, 3 at equal sizes: :math:`\hat\theta = 2`,
+    :math:`\hat\sigma^2 = 4/3`, standard error :math:`1/\sqrt 3`:
+
+    >>> r = pooled_z_scores([1, 1], [[[1.0], [3.0]], [[1.0], [3.0]]], [0.0])
+    >>> print(f"{r.estimate[0]:.6f} {r.stderr[0]:.6f} {r.z[0]:.6f}", r.dof)
+    2.000000 0.577350 3.464102 3
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     n = np.asarray(ns, dtype=np.float64)
     if n.ndim != 1 or n.size < 1 or not np.all(np.isfinite(n)) or np.any(n <= 0):
@@ -102,6 +152,36 @@ def bonferroni_threshold(n_tests: int, dof: int, alpha: float = 1e-3) -> float:
     :math:`T_j` with ``dof`` degrees of freedom, dependent or not (Bonferroni's union bound).
     With :func:`pooled_z_scores` it gives a check of Monte Carlo estimates that a correct
     target fails with probability at most ``alpha``.
+
+    Parameters
+    ----------
+    n_tests : int
+        Number of tests, positive.
+    dof : int
+        Degrees of freedom, positive.
+    alpha : float
+        Total false-alarm probability, in :math:`(0, 1)`.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        If ``n_tests`` or ``dof`` is not a positive integer or ``alpha`` is not in
+        :math:`(0, 1)`.
+
+    Examples
+    --------
+    One test with many degrees of freedom: the Gaussian two-sided quantile:
+
+    >>> print(f"{bonferroni_threshold(1, 10**6, 0.05):.3f}")
+    1.960
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     n_tests = _checks.positive_int(n_tests, "n_tests")
     dof = _checks.positive_int(dof, "dof")

@@ -60,6 +60,48 @@ def clustering_run(beta: float, n: int, d: int, T: float, h: float, rng: np.rand
     ``beta``. Returns the fraction of pairs :math:`i < j` with :math:`\langle x_i,
     x_j\rangle \ge` ``threshold`` at layers ``0..L`` (shape ``(L + 1,)``); the quantity of the
     phase diagrams of Geshkovski et al. (2025).
+
+    Parameters
+    ----------
+    beta : float
+        Inverse temperature, non-negative.
+    n : int
+        Number of tokens.
+    d : int
+        Dimension of the ambient space.
+    T : float
+        Final time, positive.
+    h : float
+        Step, positive.
+    rng : numpy.random.Generator
+        Source of the start.
+    model : {"sa", "usa"}
+        Attention model.
+    threshold : float
+        Inner product at which a pair counts as clustered.
+
+    Returns
+    -------
+    array (L + 1,)
+
+    Raises
+    ------
+    ValueError
+        If ``model`` is unknown, ``beta`` is negative or not finite, or ``T``, ``h`` is not
+        positive.
+
+    Examples
+    --------
+    Four tokens on the circle at :math:`\beta = 1` are one cluster by :math:`T = 30`:
+
+    >>> import numpy as np
+    >>> frac = clustering_run(1.0, 4, 2, 30.0, 0.5, np.random.default_rng(0))
+    >>> print(len(frac), frac[0], frac[-1])
+    61 0.0 1.0
+
+    References
+    ----------
+    :cite:`geshkovski2025mathematical`
     """
     model = _sphere.model(model)
     beta = _sphere.beta(beta, allow_zero=True)
@@ -89,6 +131,52 @@ def phase_diagram(betas: ArrayLike, n: int, d: int, T: float, h: float, *, start
     ``progress``: a progress bar over the runs, shown by default (``None``) only when the
     output is interactive (a terminal, a notebook open in Jupyter; never under nbval or
     ``nbconvert --execute``); ``True`` always, ``False`` never.
+
+    Parameters
+    ----------
+    betas : array (B,)
+        Inverse temperatures, finite and non-negative.
+    n : int
+        Number of tokens.
+    d : int
+        Dimension.
+    T : float
+        Final time.
+    h : float
+        Step.
+    starts : int
+        Random starts per ``beta``.
+    seed : int or sequence of int
+        Key of the starts.
+    model : {"sa", "usa"}
+        Attention model.
+    threshold : float
+        Inner product at which a pair counts as clustered.
+    n_jobs : int, optional
+        Passed to :class:`joblib.Parallel`.
+    progress : bool, optional
+        Progress bar (see above).
+
+    Returns
+    -------
+    array (B, L + 1)
+
+    Raises
+    ------
+    ValueError
+        If ``betas`` is not a non-empty 1-D array of finite non-negative values, ``starts``,
+        ``n`` or ``d`` is not a positive integer, ``seed`` is not a non-negative integer or a
+        sequence of them, ``model`` is unknown or ``n_jobs`` is 0.
+
+    Examples
+    --------
+    >>> D = phase_diagram([0.0, 1.0], 4, 2, 30.0, 0.5, starts=2)
+    >>> print(D.shape, D[:, 0].tolist(), D[:, -1].tolist())
+    (2, 61) [0.0, 0.0] [1.0, 1.0]
+
+    References
+    ----------
+    :cite:`geshkovski2025mathematical`
     """
     b = np.asarray(betas, dtype=np.float64)
     if b.ndim != 1 or b.size < 1 or not np.all(np.isfinite(b)) or np.any(b < 0):
@@ -119,6 +207,35 @@ def first_crossing(values: ArrayLike, times: ArrayLike,
 
     ``values`` has shape ``(..., k)`` over the ``k`` entries of ``times``; returns an array of
     shape ``(...)``: :math:`\min\{t_j : v_j \ge \text{level}\}`.
+
+    Parameters
+    ----------
+    values : array (..., k)
+        Values over ``times``.
+    times : array (k,)
+        Times.
+    level : float
+        Level to reach.
+
+    Returns
+    -------
+    float or array
+
+    Raises
+    ------
+    ValueError
+        If the last axis of ``values`` does not have the length of ``times``.
+
+    Examples
+    --------
+    >>> print(first_crossing([0.1, 0.5, 0.9], [0.0, 1.0, 2.0], 0.5))
+    1.0
+    >>> print(first_crossing([[0.1, 0.5, 0.9], [0.0, 0.0, 0.0]], [0.0, 1.0, 2.0], 0.5).tolist())
+    [1.0, nan]
+
+    References
+    ----------
+    :cite:`geshkovski2025mathematical`
     """
     v = np.asarray(values, dtype=np.float64)
     t = np.asarray(times, dtype=np.float64)
@@ -147,6 +264,45 @@ def median_pair_band(betas: ArrayLike, n: int, d: int, T: float, h: float, *, si
     The first-order argument neglects the spread of the initial inner products, whose effect
     grows with :math:`\beta` (chapter 7 restricts the check to :math:`\beta \le 5` at
     :math:`n = 32`, :math:`d = 1024`). Derived in chapter 7.
+
+    Parameters
+    ----------
+    betas : array (B,)
+        Inverse temperatures, finite and non-negative.
+    n : int
+        Number of tokens, at least 2.
+    d : int
+        Dimension.
+    T : float
+        Final time, positive.
+    h : float
+        Step, positive.
+    sigmas : float
+        Width of the band in standard errors.
+    model : {"sa", "usa"}
+        Attention model.
+    threshold : float
+        Inner product at which a pair counts as clustered.
+
+    Returns
+    -------
+    early, late : arrays (B,)
+
+    Raises
+    ------
+    ValueError
+        If ``betas`` is not valid, ``n < 2``, a size or step is not positive, ``model`` is
+        unknown, or the band is wider than the inner products (``d`` too small).
+
+    Examples
+    --------
+    >>> early, late = median_pair_band([1.0, 2.0], 32, 1024, 30.0, 0.1)
+    >>> print(early.shape, bool(np.all(early < late)))
+    (2,) True
+
+    References
+    ----------
+    :cite:`geshkovski2025mathematical`
     """
     b = np.asarray(betas, dtype=np.float64)
     if b.ndim != 1 or b.size < 1 or not np.all(np.isfinite(b)) or np.any(b < 0):
