@@ -52,7 +52,14 @@ class EquiangularBlocks(NamedTuple):
     r"""The blocks of :math:`D_\Theta f` at an equiangular configuration, in orthonormal
     coordinates: ``trivial`` (3, 3), ``standard`` (4, 4) (multiplicity :math:`n - 1`),
     ``symmetric`` and ``antisymmetric`` (scalars, multiplicities :math:`n(n-3)/2` and
-    :math:`(n-1)(n-2)/2`), and the attention weights ``a`` (self) and ``b`` (other)."""
+    :math:`(n-1)(n-2)/2`), and the attention weights ``a`` (self) and ``b`` (other).
+
+    Examples
+    --------
+    >>> b = equiangular_blocks(4, 1.0, 0.2)
+    >>> print(b.trivial.shape, b.standard.shape, type(b.symmetric).__name__)
+    (3, 3) (4, 4) float
+    """
 
     trivial: np.ndarray
     standard: np.ndarray

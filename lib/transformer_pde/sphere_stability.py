@@ -44,6 +44,33 @@ def tangent_basis(X: ArrayLike) -> NDArray[np.float64]:
     Column :math:`k` of ``tangent_basis(X)[i]`` is :math:`e_k` of an orthonormal basis of
     :math:`\{u : \langle u, x_i\rangle = 0\}` (from a QR factorisation of
     :math:`[x_i, I_d]`). ``X`` must have unit rows.
+
+    Parameters
+    ----------
+    X : array (n, d)
+        Points of the sphere (unit rows), :math:`d \ge 2`.
+
+    Returns
+    -------
+    array (n, d, d - 1)
+
+    Raises
+    ------
+    ValueError
+        If a row is not a unit vector or :math:`d < 2`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.array([[0.6, 0.0, 0.8]])
+    >>> B = tangent_basis(x)[0]
+    >>> print(B.shape, bool(np.allclose(B.T @ B, np.eye(2), atol=1e-12)),
+    ...       bool(np.allclose(x @ B, 0, atol=1e-12)))
+    (3, 2) True True
+
+    References
+    ----------
+    :cite:`geshkovski2025mathematical`
     """
     X = _sphere.unit_rows(X, 1e-8)
     n, d = X.shape
@@ -76,6 +103,42 @@ def energy_hessian(X: ArrayLike, beta: float = 1.0, D: ArrayLike | None = None,
     (Absil, Mahony and Sepulchre, 2008, for the sphere). Returns the symmetric matrix of
     shape ``(n (d - 1), n (d - 1))``, token by token. At a critical point its quadratic form
     is the second derivative of :math:`E` along geodesics.
+
+    Parameters
+    ----------
+    X : array (n, d)
+        Tokens, unit rows.
+    beta : float
+        Inverse temperature, positive.
+    D : array (d, d), optional
+        Symmetric interaction matrix (default the identity).
+    weights : array (n,), optional
+        Weights :math:`w_i` (default uniform).
+
+    Returns
+    -------
+    array (n (d - 1), n (d - 1))
+
+    Raises
+    ------
+    ValueError
+        If a row is not a unit vector, ``beta`` is not valid, ``D`` is not symmetric, the
+        weights are not a probability vector, or the logits overflow.
+
+    Examples
+    --------
+    At two antipodal clusters, :math:`n` times the Hessian has the spectrum of
+    :func:`antipodal_spectrum`:
+
+    >>> import numpy as np
+    >>> X = np.array([[1.0, 0.0], [1.0, 0.0], [-1.0, 0.0]])
+    >>> spectrum = np.linalg.eigvalsh(3 * energy_hessian(X, 1.0))
+    >>> print(bool(np.allclose(spectrum, antipodal_spectrum(2, 1, 1.0, [1.0, 1.0]), atol=1e-12)))
+    True
+
+    References
+    ----------
+    :cite:`geshkovski2025mathematical,burger2025analysis`
     """
     X = _sphere.unit_rows(X, 1e-8)
     n, d = X.shape
@@ -129,6 +192,41 @@ def antipodal_spectrum(n_plus: int, n_minus: int, beta: float,
     Derived in chapter 7 (setting of Burger, Kabri, Korolev, Roith and Weigand, 2025).
     Returns all :math:`n(d-1)` eigenvalues, sorted (the spectrum of ``n`` times
     :func:`energy_hessian` at that configuration).
+
+    Parameters
+    ----------
+    n_plus : int
+        Tokens at :math:`v`, positive.
+    n_minus : int
+        Tokens at :math:`-v`, non-negative.
+    beta : float
+        Inverse temperature, non-negative.
+    eigenvalues : array (d,)
+        Eigenvalues of ``D``, the largest (positive) first.
+
+    Returns
+    -------
+    array (n (d - 1),)
+
+    Raises
+    ------
+    ValueError
+        If a count is not valid, ``eigenvalues`` is not a finite 1-D array of at least two with
+        the largest positive first, or :math:`\beta\lambda_1` overflows.
+
+    Examples
+    --------
+    In :math:`d = 2` with :math:`D = I`, :math:`\beta = 1`, :math:`n_+ = 2`, :math:`n_- = 1`: the
+    mode inside the larger cluster decays at :math:`\lambda_1 r_+ = 2e/3 - 1/(3e)`:
+
+    >>> import numpy as np
+    >>> s = antipodal_spectrum(2, 1, 1.0, [1.0, 1.0])
+    >>> print(len(s), bool(abs(s[0] + 2 * np.e / 3 - 1 / (3 * np.e)) < 1e-12))
+    3 True
+
+    References
+    ----------
+    :cite:`burger2025analysis`
     """
     n_plus = _checks.positive_int(n_plus, "n_plus")
     if isinstance(n_minus, bool) or not isinstance(n_minus, (int, np.integer)) or n_minus < 0:
@@ -184,6 +282,41 @@ def uniform_instability_rates(ell: ArrayLike, d: int, beta: float,
     (derived in chapter 7; the most unstable degree is the index of Bruno, Pasqualotto and
     Agazzi, 2025). ``ell`` may be an array of integers >= 0; ``model`` is ``"usa"`` or
     ``"sa"``.
+
+    Parameters
+    ----------
+    ell : int or array of int
+        Degrees, non-negative.
+    d : int
+        Dimension of the ambient space, at least 2.
+    beta : float
+        Inverse temperature, positive.
+    model : {"usa", "sa"}
+        Attention model.
+
+    Returns
+    -------
+    float or array
+
+    Raises
+    ------
+    ValueError
+        If ``ell`` is not made of non-negative integers, :math:`d < 2`, ``beta`` is not valid or
+        ``model`` is unknown.
+
+    Examples
+    --------
+    In :math:`d = 2`, :math:`\lambda_\ell = \ell^2 I_\ell(\beta)/\beta`:
+
+    >>> import numpy as np
+    >>> from scipy.special import iv
+    >>> rates = uniform_instability_rates(np.arange(4), 2, 1.0)
+    >>> print(bool(np.allclose(rates, np.arange(4) ** 2 * iv(np.arange(4), 1.0), rtol=1e-12)))
+    True
+
+    References
+    ----------
+    :cite:`bruno2025emergence,geshkovski2025mathematical`
     """
     model = _sphere.model(model)
     d = _checks.positive_int(d, "d")
@@ -222,6 +355,39 @@ def two_cluster_merge_time(theta0: float, theta1: float, beta: float, model: str
     exponentially long in :math:`\beta`: the simplest instance of the metastability of
     Geshkovski, Koubbi, Polyanskiy and Rigollet (2024) (derived in chapter 7). Requires
     :math:`0 < \theta_1 < \theta_0 < \pi`; computed by adaptive quadrature.
+
+    Parameters
+    ----------
+    theta0, theta1 : float
+        Initial and final angles, :math:`0 < \theta_1 < \theta_0 < \pi`.
+    beta : float
+        Inverse temperature, non-negative.
+    model : {"sa", "usa"}
+        Attention model.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        If the angles are not ordered in :math:`(0, \pi)`, ``beta`` is not valid or ``model`` is
+        unknown.
+
+    Examples
+    --------
+    At :math:`\beta = 0` both models give :math:`\int d\theta/\sin\theta =
+    \log\tan(\theta_0/2) - \log\tan(\theta_1/2)`:
+
+    >>> import numpy as np
+    >>> T = two_cluster_merge_time(np.pi / 2, np.pi / 4, 0.0)
+    >>> print(f"{T:.9f}", f"{-np.log(np.tan(np.pi / 8)):.9f}")
+    0.881373587 0.881373587
+
+    References
+    ----------
+    :cite:`geshkovski2024dynamic,geshkovski2025mathematical`
     """
     model = _sphere.model(model)
     beta = _sphere.beta(beta, allow_zero=True)
