@@ -61,6 +61,32 @@ def sequence_measure(X: ArrayLike
 
     Castin, Ablin, Carrillo and Peyré (2025). Returns ``(positions, X, weights)`` with
     ``positions[i-1] = i/n`` and uniform ``weights``, ready for :func:`masked_velocity`.
+
+    Parameters
+    ----------
+    X : array (n, d)
+        The tokens, in order.
+
+    Returns
+    -------
+    positions : array (n,)
+    X : array (n, d)
+    weights : array (n,)
+
+    Raises
+    ------
+    ValueError
+        If ``X`` is not a finite ``(n, d)`` array.
+
+    Examples
+    --------
+    >>> positions, X, weights = sequence_measure([[1.0], [2.0], [3.0], [4.0]])
+    >>> print(positions.tolist(), weights.tolist())
+    [0.25, 0.5, 0.75, 1.0] [0.25, 0.25, 0.25, 0.25]
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     X = _checks.points(X, "X")
     n = X.shape[0]
@@ -119,6 +145,19 @@ def masked_velocity(positions: ArrayLike, X: ArrayLike, A: ArrayLike, V: ArrayLi
     are processed in order of increasing prefix, in chunks, each a matrix product against
     its prefix only (about half the work of the unmasked field for a sequence). Logits go
     through a row-wise shift by their maximum (log-sum-exp), so large logits are safe.
+
+    Examples
+    --------
+    With :math:`A = 0` the velocity of a token is :math:`V` times the mean of its past (itself
+    included):
+
+    >>> v = masked_velocity([1 / 3, 2 / 3, 1.0], [[0.0], [2.0], [4.0]], [[0.0]], [[1.0]])
+    >>> print(v.tolist())
+    [[0.0], [1.0], [2.0]]
+
+    References
+    ----------
+    :cite:`castin2025unified,vaswani2017attention`
     """
     X = _checks.points(X, "X")
     n, d = X.shape
@@ -187,6 +226,40 @@ def masked_field(positions: ArrayLike, A: ArrayLike, V: ArrayLike, *,
     :math:`\dot x_i = \Gamma_{\bar\mu(t)}(\tau_i, x_i)_x` (Castin et al., 2025): only the
     atoms ``X`` are integrated, e.g. with :func:`transformer_pde.dynamics.integrate`.
     ``A`` and ``V`` may be callables of ``t`` (time-dependent parameters).
+
+    Parameters
+    ----------
+    positions : array (n,)
+        Positions of the atoms, in :math:`[0, 1]`.
+    A : array (d, d) or callable
+        Key-query matrix, or a callable of ``t``.
+    V : array (p, d) or callable
+        Value matrix, or a callable of ``t``.
+    weights : array (n,), optional
+        Weights of the atoms (uniform by default).
+    chunk_size : int, optional
+        Passed to :func:`masked_velocity`.
+
+    Returns
+    -------
+    callable
+        ``field(t, X) -> array (n, p)``.
+
+    Raises
+    ------
+    ValueError
+        If ``positions`` is not a 1-D array in :math:`[0, 1]` or the weights are not valid
+        (the other inputs are checked when the field is evaluated).
+
+    Examples
+    --------
+    >>> field = masked_field([1 / 3, 2 / 3, 1.0], [[0.0]], lambda t: [[t]])
+    >>> print(field(2.0, [[0.0], [2.0], [4.0]]).tolist())
+    [[0.0], [2.0], [4.0]]
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     tau = np.asarray(positions, dtype=np.float64)
     if tau.ndim != 1:
@@ -210,6 +283,39 @@ def masked_product_field(A: ArrayLike, V: ArrayLike, *, weights: ArrayLike | Non
     of the masked Transformer PDE on :math:`[0,1]\times\mathbb{R}^d` (Castin et al., 2025),
     position component included, for integrating the atoms of :math:`\bar\mu` as points of
     the product space. Requires ``V`` square (the tokens keep their dimension).
+
+    Parameters
+    ----------
+    A : array (d, d) or callable
+        Key-query matrix, or a callable of ``t``.
+    V : array (d, d) or callable
+        Value matrix (square), or a callable of ``t``.
+    weights : array (n,), optional
+        Weights of the atoms (uniform by default).
+    chunk_size : int, optional
+        Passed to :func:`masked_velocity`.
+
+    Returns
+    -------
+    callable
+        ``field(t, Z) -> array (n, 1 + d)``.
+
+    Raises
+    ------
+    ValueError
+        When the field is evaluated: if ``Z`` is not ``(n, 1 + d)`` with :math:`d \ge 1`, ``V``
+        is not ``(d, d)``, or as in :func:`masked_velocity`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> field = masked_product_field([[0.0]], [[1.0]])
+    >>> print(field(0.0, np.array([[1 / 3, 0.0], [2 / 3, 2.0], [1.0, 4.0]])).tolist())
+    [[0.0, 0.0], [0.0, 1.0], [0.0, 2.0]]
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
 
     def field(t, Z):
@@ -231,6 +337,25 @@ def circle_curve(s: ArrayLike) -> NDArray[np.float64]:
     r"""The closed curve :math:`m(s) = (\cos 2\pi s, \sin 2\pi s)`, shape ``(len(s), 2)``.
 
     A mean curve for :func:`sample_gaussian_sequence` and :func:`gaussian_sequence_field`.
+
+    Parameters
+    ----------
+    s : array (k,)
+        Positions.
+
+    Returns
+    -------
+    array (k, 2)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> print((np.round(circle_curve([0.0, 0.25]), 12) + 0.0).tolist())
+    [[1.0, 0.0], [0.0, 1.0]]
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     s = np.asarray(s, dtype=np.float64)
     return np.stack([np.cos(2 * np.pi * s), np.sin(2 * np.pi * s)], axis=-1)
@@ -274,6 +399,41 @@ def sample_gaussian_sequence(n: int, mean_curve: Callable[..., Any], sigma: floa
     :math:`\bar\rho(ds, dy) = ds\,\mathcal N(m(s), \sigma^2 I)(dy)` on :math:`[0,1]\times\mathbb
     R^d` (Castin, Ablin, Carrillo and Peyré, 2025, for the measures on positions and tokens).
     Returns ``(positions, X)`` with ``positions[i-1] = i/n``.
+
+    Parameters
+    ----------
+    n : int
+        Number of tokens.
+    mean_curve : callable
+        :math:`s \mapsto m(s)`, arrays ``(k,) -> (k, d)``.
+    sigma : float
+        Standard deviation, non-negative.
+    rng : numpy.random.Generator
+        Source of the noise.
+
+    Returns
+    -------
+    positions : array (n,)
+    X : array (n, d)
+
+    Raises
+    ------
+    ValueError
+        If ``n`` is not a positive integer, ``sigma`` is negative, ``rng`` is not a Generator or
+        ``mean_curve`` does not return a finite ``(k, d)`` array.
+
+    Examples
+    --------
+    With :math:`\sigma = 0` the tokens are the curve's points:
+
+    >>> import numpy as np
+    >>> positions, X = sample_gaussian_sequence(4, circle_curve, 0.0, np.random.default_rng(0))
+    >>> print(positions.tolist(), bool(np.array_equal(X, circle_curve(positions))))
+    [0.25, 0.5, 0.75, 1.0] True
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     n = _checks.positive_int(n, "n")
     sigma = _checks.nonnegative_float(sigma, "sigma")
@@ -324,6 +484,28 @@ def gaussian_sequence_field(query_positions: ArrayLike, queries: ArrayLike, A: A
     Returns
     -------
     array (q, p)
+
+    Raises
+    ------
+    ValueError
+        If a position is not in :math:`(0, 1]`, the shapes do not match, ``sigma`` is negative,
+        ``grid`` is not a positive integer, or ``mean_curve`` does not return a finite
+        ``(k, d)`` array.
+
+    Examples
+    --------
+    For a constant curve :math:`m = (1, 0)` the field is :math:`V(\sigma^2Ax + m)`:
+
+    >>> import numpy as np
+    >>> flat = lambda s: np.tile([1.0, 0.0], (len(s), 1))
+    >>> out = gaussian_sequence_field([1.0], [[0.0, 1.0]], np.eye(2), np.eye(2), mean_curve=flat,
+    ...                               sigma=0.5, grid=100)
+    >>> print((np.round(out, 9) + 0.0).tolist())
+    [[1.0, 0.25]]
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     Y, s, A, V, sigma, grid, tau, M = _gaussian_sequence_inputs(
         query_positions, queries, A, V, mean_curve, sigma, grid)
@@ -363,6 +545,39 @@ def conditional_distance(positions: ArrayLike, X: ArrayLike, Y: ArrayLike, *,
     of Castin, Ablin, Carrillo and Peyré (2025), not checked against the paper's text;
     :func:`transformer_pde.transport.conditional_wasserstein` is the binned estimate for
     measures with different positions.
+
+    Parameters
+    ----------
+    positions : array (n,)
+        Positions of the atoms, in :math:`[0, 1]`.
+    X, Y : arrays (n, d)
+        Tokens of the two measures.
+    weights : array (n,), optional
+        Weights of the atoms (uniform by default).
+    p : float
+        Order, ``p >= 1``.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        If the shapes differ, a position is outside :math:`[0, 1]`, the weights are not valid
+        or ``p < 1``.
+
+    Examples
+    --------
+    Two atoms share the position 1/2 and are swapped (distance 0); the third moves by 3:
+
+    >>> d = conditional_distance([0.5, 0.5, 1.0], [[0.0], [1.0], [0.0]], [[1.0], [0.0], [3.0]])
+    >>> print(f"{d:.9f}")
+    1.732050808
+
+    References
+    ----------
+    :cite:`castin2025unified,flamary2021pot`
     """
     X = _checks.points(X, "X")
     Y = _checks.points(Y, "Y")
@@ -396,6 +611,44 @@ def masked_flow_map(positions: ArrayLike, A: ArrayLike, V: ArrayLike, T: float, 
     :math:`\dot x_i = \Gamma_{\bar\mu(t)}(\tau_i, x_i)` (:func:`masked_field`), integrated with
     ``steps`` classical Runge-Kutta steps by :func:`transformer_pde.dynamics.integrate`.
     Returns a function ``X0 -> X(T)``.
+
+    Parameters
+    ----------
+    positions : array (n,)
+        Positions of the atoms, in :math:`[0, 1]`.
+    A : array (d, d) or callable
+        Key-query matrix.
+    V : array (p, d) or callable
+        Value matrix.
+    T : float
+        Final time, positive.
+    steps : int
+        Number of RK4 steps.
+    weights : array (n,), optional
+        Weights of the atoms.
+
+    Returns
+    -------
+    callable
+        ``X0 -> X(T)``.
+
+    Raises
+    ------
+    ValueError
+        If ``steps`` or ``T`` is not positive, or as in :func:`masked_field`.
+
+    Examples
+    --------
+    The first token sees only itself: with :math:`V = 1` it grows like :math:`e^t`:
+
+    >>> import numpy as np
+    >>> flow = masked_flow_map([0.5, 1.0], [[0.0]], [[1.0]], 1.0)
+    >>> print(f"{flow(np.array([[1.0], [0.0]]))[0, 0]:.4f}")
+    2.7183
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     steps = _checks.positive_int(steps, "steps")
     T = _checks.positive_float(T, "T")
@@ -421,6 +674,46 @@ def masked_flow_jacobian(positions: ArrayLike, X0: ArrayLike, A: ArrayLike, V: A
     of :math:`W_2^{\mathrm{cond}}(\bar\mu(T), \bar\nu(T)) / W_2^{\mathrm{cond}}(\bar\mu_0,
     \bar\nu_0)` (:func:`conditional_distance`): a local stability constant of the masked
     Transformer PDE of Castin, Ablin, Carrillo and Peyré (2025) at :math:`\bar\mu_0`.
+
+    Parameters
+    ----------
+    positions : array (n,)
+        Positions of the atoms, in :math:`[0, 1]`.
+    X0 : array (n, d)
+        Initial tokens.
+    A : array (d, d) or callable
+        Key-query matrix.
+    V : array (d, d) or callable
+        Value matrix.
+    T : float
+        Final time, positive.
+    steps : int
+        Number of RK4 steps.
+    weights : array (n,), optional
+        Weights of the atoms.
+    h : float
+        Difference step, positive.
+
+    Returns
+    -------
+    array (n d, n d)
+
+    Raises
+    ------
+    ValueError
+        If ``h``, ``steps`` or ``T`` is not positive, or as in :func:`masked_field`.
+
+    Examples
+    --------
+    The first token does not see the second, so the Jacobian is lower triangular:
+
+    >>> J = masked_flow_jacobian([0.5, 1.0], [[0.1], [0.3]], [[1.0]], [[1.0]], 0.5)
+    >>> print(J.shape, J[0, 1] == 0)
+    (2, 2) True
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     X0 = _checks.points(X0, "X0")
     h = _checks.positive_float(h, "h")
@@ -474,6 +767,38 @@ def gaussian_sequence_field_variance(query_positions: ArrayLike, queries: ArrayL
 
     Integrals by the cumulative trapezoidal rule on ``grid`` intervals, as in
     :func:`gaussian_sequence_field`. Returns an array of shape ``(q,)``.
+
+    Parameters
+    ----------
+    query_positions, queries, A, V, mean_curve, sigma, grid
+        As in :func:`gaussian_sequence_field`.
+    independent_positions : bool
+        Use the constant of independent draws from :math:`\bar\rho`.
+
+    Returns
+    -------
+    array (q,)
+
+    Raises
+    ------
+    ValueError
+        As in :func:`gaussian_sequence_field`.
+
+    Examples
+    --------
+    With :math:`A = 0` and a constant curve the field is the mean of the :math:`ns` tokens of
+    the past, whose error has :math:`n\,\mathbb E|\cdot|^2 = \sigma^2\|V\|_F^2/s`:
+
+    >>> import numpy as np
+    >>> flat = lambda s: np.tile([1.0, 0.0], (len(s), 1))
+    >>> c = gaussian_sequence_field_variance([1.0, 0.5], [[0.0, 1.0], [0.0, 1.0]], np.zeros((2, 2)),
+    ...                                      np.eye(2), mean_curve=flat, sigma=0.5, grid=100)
+    >>> print([f"{v:.9f}" for v in c])
+    ['0.500000000', '1.000000000']
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     Y, s, A, V, sigma, grid, tau, M = _gaussian_sequence_inputs(
         query_positions, queries, A, V, mean_curve, sigma, grid)
@@ -546,6 +871,24 @@ def gaussian_sequence_field_covariance(query_positions: ArrayLike, queries: Arra
     -------
     array (q p, q p)
         Row and column ``k p + c``: component ``c`` of the error at query point ``k``.
+
+    Raises
+    ------
+    ValueError
+        As in :func:`gaussian_sequence_field`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> flat = lambda s: np.tile([1.0, 0.0], (len(s), 1))
+    >>> C = gaussian_sequence_field_covariance([1.0], [[0.0, 1.0]], np.zeros((2, 2)), np.eye(2),
+    ...                                        mean_curve=flat, sigma=0.5, grid=100)
+    >>> print((np.round(C, 9) + 0.0).tolist())
+    [[0.25, 0.0], [0.0, 0.25]]
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     Y, s, A, V, sigma, grid, tau, M = _gaussian_sequence_inputs(
         query_positions, queries, A, V, mean_curve, sigma, grid)
@@ -640,6 +983,26 @@ def quadratic_form_mean_band(weights: ArrayLike, count: int,
     -------
     (float, float)
         The band's lower and upper ends.
+
+    Raises
+    ------
+    ValueError
+        If ``weights`` is not a non-empty 1-D array of finite non-negative numbers, ``count`` is
+        not a positive integer or ``false_alarm`` is not in :math:`(0, 1)`.
+
+    Examples
+    --------
+    One :math:`\chi^2_1` variable and :math:`x = \log(2/\alpha) = 1`: the band
+    :math:`(1 - 2, 1 + 2 + 2)`:
+
+    >>> import numpy as np
+    >>> low, high = quadratic_form_mean_band([1.0], 1, 2 / np.e)
+    >>> print(f"{low:.6f} {high:.6f}")
+    -1.000000 5.000000
+
+    References
+    ----------
+    :cite:`laurent2000adaptive`
     """
     lam = np.asarray(weights, dtype=np.float64)
     if lam.ndim != 1 or lam.size == 0 or not np.all(np.isfinite(lam)) or np.any(lam < 0):
