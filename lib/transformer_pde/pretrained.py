@@ -100,6 +100,12 @@ class MiniLM(NamedTuple):
 
     ``layers`` is a tuple of dicts with keys ``Wq, bq, Wk, bk, Wv, bv, Wo, bo, ln1_g, ln1_b,
     W1, b1, W2, b2, ln2_g, ln2_b`` (PyTorch ``Linear`` convention: ``y = x @ W.T + b``).
+
+    Examples
+    --------
+    >>> model = load_minilm()
+    >>> print(model.d, model.n_heads, model.d_head, model.n_layers)
+    384 12 32 6
     """
 
     word: np.ndarray          # (vocab, d)
@@ -131,6 +137,13 @@ class ForwardPass(NamedTuple):
     ``hidden[-1]`` the output of the last layer); ``attentions[l]`` (H, n, n) the attention
     matrices of layer ``l``; ``attention_outputs[l]`` (n, d) the output of its multi-head
     attention before the residual connection and layer normalisation.
+
+    Examples
+    --------
+    >>> model = load_minilm()
+    >>> run = forward(model, tokenize("hello world"), n_layers=2)
+    >>> print(len(run.hidden), run.hidden[0].shape, run.attentions[1].shape)
+    3 (2, 384) (12, 2, 2)
     """
 
     hidden: list
@@ -144,6 +157,24 @@ def model_files() -> Traversable:
     A :class:`importlib.resources.abc.Traversable`, not necessarily a file-system path (the
     package may sit in a zip archive): read files with its ``joinpath(...).read_text()`` or
     get a path with :func:`importlib.resources.as_file`.
+
+    Returns
+    -------
+    importlib.resources.abc.Traversable
+
+    Raises
+    ------
+    ModuleNotFoundError
+        If the model package is not installed.
+
+    Examples
+    --------
+    >>> print(model_files().joinpath("config.json").is_file())
+    True
+
+    References
+    ----------
+    :cite:`wang2020minilm,reimers2019sentence`
     """
     try:
         root = importlib.resources.files(MODEL_PACKAGE)
@@ -156,7 +187,29 @@ def model_files() -> Traversable:
 
 @functools.lru_cache(maxsize=1)
 def load_minilm() -> MiniLM:
-    """Read all-MiniLM-L6-v2 from the installed package; weights cast to float64 (cached)."""
+    """Read all-MiniLM-L6-v2 from the installed package; weights cast to float64 (cached).
+
+    Returns
+    -------
+    MiniLM
+
+    Raises
+    ------
+    ModuleNotFoundError
+        If the model package is not installed.
+    ValueError
+        If the configuration does not match the weights.
+
+    Examples
+    --------
+    >>> model = load_minilm()
+    >>> print(model.word.shape, model.word.dtype, model.eps)
+    (30522, 384) float64 1e-12
+
+    References
+    ----------
+    :cite:`devlin2019bert,wang2020minilm,reimers2019sentence`
+    """
     import json
 
     from safetensors.numpy import load_file
@@ -196,7 +249,26 @@ def load_minilm() -> MiniLM:
 
 
 def load_tokenizer() -> Tokenizer:
-    """The model's WordPiece tokenizer (:class:`tokenizers.Tokenizer`), no padding/truncation."""
+    """The model's WordPiece tokenizer (:class:`tokenizers.Tokenizer`), no padding/truncation.
+
+    Returns
+    -------
+    tokenizers.Tokenizer
+
+    Raises
+    ------
+    ModuleNotFoundError
+        If the model package is not installed.
+
+    Examples
+    --------
+    >>> print(load_tokenizer().encode("hello world").tokens)
+    ['[CLS]', 'hello', 'world', '[SEP]']
+
+    References
+    ----------
+    :cite:`devlin2019bert`
+    """
     from tokenizers import Tokenizer
 
     with importlib.resources.as_file(model_files().joinpath("tokenizer.json")) as path:
@@ -208,7 +280,37 @@ def load_tokenizer() -> Tokenizer:
 
 def tokenize(text: str, *, special_tokens: bool = False,
              tokenizer: Tokenizer | None = None) -> NDArray[np.int64]:
-    """Token ids (int array) of ``text``; ``special_tokens`` adds ``[CLS]`` and ``[SEP]``."""
+    """Token ids (int array) of ``text``; ``special_tokens`` adds ``[CLS]`` and ``[SEP]``.
+
+    Parameters
+    ----------
+    text : str
+        The text.
+    special_tokens : bool
+        Add ``[CLS]`` and ``[SEP]``.
+    tokenizer : tokenizers.Tokenizer, optional
+        Default :func:`load_tokenizer`.
+
+    Returns
+    -------
+    int array (n,)
+
+    Raises
+    ------
+    ValueError
+        If ``text`` is not a string.
+
+    Examples
+    --------
+    >>> print(tokenize("hello world").tolist())
+    [7592, 2088]
+    >>> print(tokenize("hello world", special_tokens=True).tolist())
+    [101, 7592, 2088, 102]
+
+    References
+    ----------
+    :cite:`devlin2019bert`
+    """
     if not isinstance(text, str):
         raise ValueError(f"text must be a string, got {type(text).__name__}")
     tok = load_tokenizer() if tokenizer is None else tokenizer
@@ -219,6 +321,24 @@ def gelu(x: ArrayLike) -> float | NDArray[np.float64]:
     r"""Exact GELU :math:`\mathrm{GELU}(x) = \tfrac{x}{2}\big(1 + \mathrm{erf}(x/\sqrt 2)\big)`.
 
     Hendrycks and Gimpel (2016); the erf form used by BERT (Devlin et al., 2019).
+
+    Parameters
+    ----------
+    x : float or array
+        Input.
+
+    Returns
+    -------
+    float or array
+
+    Examples
+    --------
+    >>> print([f"{v:.9f}" for v in gelu([0.0, 1.0])])
+    ['0.000000000', '0.841344746']
+
+    References
+    ----------
+    :cite:`devlin2019bert`
     """
     x = np.asarray(x, dtype=np.float64)
     return 0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))
@@ -233,6 +353,28 @@ def layer_norm(X: ArrayLike, gamma: ArrayLike, beta: ArrayLike, eps: float) -> N
 
     :math:`\bar x` and :math:`\sigma^2` are the mean and the (biased) variance of the row's
     entries (Ba, Kiros and Hinton, 2016).
+
+    Parameters
+    ----------
+    X : array (..., d)
+        Rows to normalise.
+    gamma, beta : array (d,) or float
+        Scale and shift.
+    eps : float
+        :math:`\epsilon`.
+
+    Returns
+    -------
+    array (..., d)
+
+    Examples
+    --------
+    >>> print([f"{v:.6f}" for v in layer_norm([[1.0, 2.0, 3.0]], 1.0, 0.0, 0.0)[0]])
+    ['-1.224745', '0.000000', '1.224745']
+
+    References
+    ----------
+    :cite:`ba2016layer`
     """
     X = np.asarray(X, dtype=np.float64)
     mu = X.mean(axis=-1, keepdims=True)
@@ -258,6 +400,33 @@ def embed(model: MiniLM, ids: ArrayLike) -> NDArray[np.float64]:
     r"""BERT embeddings :math:`\mathrm{LN}(E_{word}[t_i] + E_{pos}[i] + E_{type}[0])`, (n, d).
 
     Devlin et al. (2019): word, learnt absolute position and token-type (segment 0) embeddings.
+
+    Parameters
+    ----------
+    model : MiniLM
+        The model.
+    ids : int array (n,)
+        Token ids.
+
+    Returns
+    -------
+    array (n, d)
+
+    Raises
+    ------
+    ValueError
+        If ``ids`` is not a non-empty 1-D integer array of valid ids, or is longer than the
+        learnt positions.
+
+    Examples
+    --------
+    >>> model = load_minilm()
+    >>> print(embed(model, tokenize("hello world")).shape)
+    (2, 384)
+
+    References
+    ----------
+    :cite:`devlin2019bert`
     """
     ids = _check_ids(model, ids)
     X = model.word[ids] + model.position[: ids.size] + model.token_type[0]
@@ -276,6 +445,37 @@ def self_attention(model: MiniLM, layer: int,
     r"""Multi-head attention of layer ``layer`` with all its biases (module docstring formula).
 
     Returns ``(output (n, d), attention matrices (H, n, n))``; no residual, no normalisation.
+
+    Parameters
+    ----------
+    model : MiniLM
+        The model.
+    layer : int
+        Layer index, in ``[0, n_layers)``.
+    X : array (n, d)
+        Input tokens.
+
+    Returns
+    -------
+    output : array (n, d)
+    attention : array (H, n, n)
+
+    Raises
+    ------
+    ValueError
+        If ``layer`` is not a valid index or ``X`` is not a finite ``(n, d)`` array.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> model = load_minilm()
+    >>> out, P = self_attention(model, 0, embed(model, tokenize("hello world")))
+    >>> print(out.shape, P.shape, bool(np.allclose(P.sum(axis=2), 1.0, atol=1e-12)))
+    (2, 384) (12, 2, 2) True
+
+    References
+    ----------
+    :cite:`devlin2019bert,vaswani2017attention`
     """
     p = _layer(model, layer)
     X = _checks.points(X, "X")
@@ -306,6 +506,39 @@ def encoder_layer(model: MiniLM, layer: int, X: ArrayLike
         \mathrm{out} = \mathrm{LN}_2\big(Y + W_2\,\mathrm{GELU}(W_1 Y + b_1) + b_2\big).
 
     Returns ``(output (n, d), attention matrices, attention output)``.
+
+    Parameters
+    ----------
+    model : MiniLM
+        The model.
+    layer : int
+        Layer index, in ``[0, n_layers)``.
+    X : array (n, d)
+        Input tokens.
+
+    Returns
+    -------
+    output : array (n, d)
+    attention : array (H, n, n)
+    attention_output : array (n, d)
+
+    Raises
+    ------
+    ValueError
+        If ``layer`` is not a valid index or ``X`` is not a finite ``(n, d)`` array.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> model = load_minilm()
+    >>> ids = tokenize("hello world")
+    >>> out, P, att = encoder_layer(model, 0, embed(model, ids))
+    >>> print(bool(np.array_equal(out, forward(model, ids, n_layers=1).hidden[1])))
+    True
+
+    References
+    ----------
+    :cite:`devlin2019bert,ba2016layer`
     """
     X = _checks.points(X, "X")
     p = _layer(model, layer)
@@ -319,6 +552,35 @@ def forward(model: MiniLM, ids: ArrayLike, *, n_layers: int | None = None) -> Fo
     """Run the encoder on the token ids (one sequence, no padding, all tokens attended).
 
     ``n_layers`` stops after that many layers (default: all). Returns a :class:`ForwardPass`.
+
+    Parameters
+    ----------
+    model : MiniLM
+        The model.
+    ids : int array (n,)
+        Token ids.
+    n_layers : int, optional
+        Number of layers to run, in ``[0, model.n_layers]``.
+
+    Returns
+    -------
+    ForwardPass
+
+    Raises
+    ------
+    ValueError
+        If ``ids`` is not valid or ``n_layers`` is out of range.
+
+    Examples
+    --------
+    >>> model = load_minilm()
+    >>> run = forward(model, tokenize("hello world", special_tokens=True))
+    >>> print(len(run.hidden), run.hidden[-1].shape)
+    7 (4, 384)
+
+    References
+    ----------
+    :cite:`devlin2019bert,wang2020minilm`
     """
     X = embed(model, ids)
     n_layers = model.n_layers if n_layers is None else n_layers
@@ -344,6 +606,35 @@ def attention_head_factors(model: MiniLM, layer: int
     (columns of the output projection, ``(d, d_k)``), :math:`V_{in,h} = W_V^h` (``(d_k, d)``).
     Shapes ``(H, d_k, d)``, ``(H, d_k, d)``, ``(H, d, d_k)``, ``(H, d_k, d)``: the form
     accepted by :mod:`transformer_pde.lipschitz`.
+
+    Parameters
+    ----------
+    model : MiniLM
+        The model.
+    layer : int
+        Layer index, in ``[0, n_layers)``.
+
+    Returns
+    -------
+    (Q, K), (V_out, V_in) : arrays
+
+    Raises
+    ------
+    ValueError
+        If ``layer`` is not a valid index.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> model = load_minilm()
+    >>> (Q, K), (V_out, V_in) = attention_head_factors(model, 0)
+    >>> A, V = attention_heads(model, 0)
+    >>> print(Q.shape, V_out.shape, bool(np.allclose(K.transpose(0, 2, 1) @ Q, A, atol=1e-12)))
+    (12, 32, 384) (12, 384, 32) True
+
+    References
+    ----------
+    :cite:`castin2024smooth,devlin2019bert`
     """
     p = _layer(model, layer)
     H, dk, d = model.n_heads, model.d_head, model.d
@@ -359,6 +650,33 @@ def attention_heads(model: MiniLM, layer: int) -> tuple[NDArray[np.float64], NDA
     r"""Heads :math:`A_h = W_K^{h\top} W_Q^h/\sqrt{d_k}` and :math:`V_h = W_O^h W_V^h`, (H, d, d).
 
     Devlin et al. (2019) weights in the form of Castin, Ablin and Peyré (2024).
+
+    Parameters
+    ----------
+    model : MiniLM
+        The model.
+    layer : int
+        Layer index, in ``[0, n_layers)``.
+
+    Returns
+    -------
+    A, V : arrays (H, d, d)
+
+    Raises
+    ------
+    ValueError
+        If ``layer`` is not a valid index.
+
+    Examples
+    --------
+    >>> model = load_minilm()
+    >>> A, V = attention_heads(model, 0)
+    >>> print(A.shape, V.shape)
+    (12, 384, 384) (12, 384, 384)
+
+    References
+    ----------
+    :cite:`castin2024smooth,devlin2019bert`
     """
     (Q, K), (V_out, V_in) = attention_head_factors(model, layer)
     return K.transpose(0, 2, 1) @ Q, V_out @ V_in
@@ -369,6 +687,31 @@ def query_bias_directions(model: MiniLM, layer: int) -> NDArray[np.float64]:
 
     The query bias adds :math:`\langle c_h, x_j\rangle` to the logit of key ``j`` in head
     ``h`` (see the module docstring); the key bias cancels.
+
+    Parameters
+    ----------
+    model : MiniLM
+        The model.
+    layer : int
+        Layer index, in ``[0, n_layers)``.
+
+    Returns
+    -------
+    array (H, d)
+
+    Raises
+    ------
+    ValueError
+        If ``layer`` is not a valid index.
+
+    Examples
+    --------
+    >>> print(query_bias_directions(load_minilm(), 0).shape)
+    (12, 384)
+
+    References
+    ----------
+    :cite:`devlin2019bert`
     """
     p = _layer(model, layer)
     H, dk, d = model.n_heads, model.d_head, model.d
@@ -378,7 +721,42 @@ def query_bias_directions(model: MiniLM, layer: int) -> NDArray[np.float64]:
 
 
 def value_output_constant(model: MiniLM, layer: int) -> NDArray[np.float64]:
-    r"""The constant :math:`\beta = \sum_h W_O^h b_V^h + b_O = W_O b_V + b_O`, shape ``(d,)``."""
+    r"""The constant :math:`\beta = \sum_h W_O^h b_V^h + b_O = W_O b_V + b_O`, shape ``(d,)``.
+
+    Parameters
+    ----------
+    model : MiniLM
+        The model.
+    layer : int
+        Layer index, in ``[0, n_layers)``.
+
+    Returns
+    -------
+    array (d,)
+
+    Raises
+    ------
+    ValueError
+        If ``layer`` is not a valid index.
+
+    Examples
+    --------
+    The attention output of a single token is :math:`V_h x` summed over the heads plus
+    :math:`\beta`, up to the query bias (which cannot move a single weight):
+
+    >>> import numpy as np
+    >>> model = load_minilm()
+    >>> X = embed(model, tokenize("hello"))
+    >>> A, V = attention_heads(model, 0)
+    >>> out = self_attention(model, 0, X)[0]
+    >>> ref = X @ V.sum(axis=0).T + value_output_constant(model, 0)
+    >>> print(bool(np.allclose(out, ref, atol=1e-9)))
+    True
+
+    References
+    ----------
+    :cite:`devlin2019bert`
+    """
     p = _layer(model, layer)
     return p["Wo"] @ p["bv"] + p["bo"]
 
@@ -389,6 +767,35 @@ def sentence_embedding(model: MiniLM, text: str, *,
 
     :math:`s = \bar h / |\bar h|`, :math:`\bar h = \frac1n \sum_i h^{(L)}_i` over the tokens of
     ``[CLS] text [SEP]`` (mean pooling and normalisation, Reimers and Gurevych, 2019).
+
+    Parameters
+    ----------
+    model : MiniLM
+        The model.
+    text : str
+        The sentence.
+    tokenizer : tokenizers.Tokenizer, optional
+        Default :func:`load_tokenizer`.
+
+    Returns
+    -------
+    array (d,)
+
+    Raises
+    ------
+    ValueError
+        If ``text`` is not a string or too long for the learnt positions.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> s = sentence_embedding(load_minilm(), "hello world")
+    >>> print(s.shape, f"{np.linalg.norm(s):.6f}")
+    (384,) 1.000000
+
+    References
+    ----------
+    :cite:`reimers2019sentence,wang2020minilm`
     """
     ids = tokenize(text, special_tokens=True, tokenizer=tokenizer)
     h = forward(model, ids).hidden[-1].mean(axis=0)
@@ -422,6 +829,22 @@ def sample_sequences(ids: ArrayLike, lengths: ArrayLike, count: int) -> list[NDA
     Returns
     -------
     list of int arrays of shape ``(count, n)``, one per length.
+
+    Raises
+    ------
+    ValueError
+        If ``ids`` is not a non-empty 1-D integer array, ``count`` or a length is not a
+        positive integer, or ``count * n`` exceeds the number of tokens.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> print([s.tolist() for s in sample_sequences(np.arange(10), [2, 3], 2)])
+    [[[0, 1], [2, 3]], [[4, 5, 6], [7, 8, 9]]]
+
+    References
+    ----------
+    :cite:`castin2024smooth`
     """
     ids = np.asarray(ids)
     if ids.ndim != 1 or ids.size < 1 or not np.issubdtype(ids.dtype, np.integer):
@@ -521,6 +944,55 @@ def attention_lipschitz(model: MiniLM, layer: int, X: ArrayLike, *, query_bias: 
     products with the attention matrices formed once; ``tol``, ``v0``, ``seed``, ``ncv``
     and ``return_vectors`` have the same meaning (a
     :class:`~transformer_pde.lipschitz.LipschitzResult` is returned with the vectors).
+
+    Parameters
+    ----------
+    model : MiniLM
+        The model.
+    layer : int
+        Layer index, in ``[0, n_layers)``.
+    X : array (n, d)
+        Input tokens.
+    query_bias : bool
+        Keep the query-bias term.
+    tol : float
+        Tolerance of ARPACK.
+    v0 : array (n, d), optional
+        Start of the Lanczos iteration.
+    seed : int
+        Seed of the default start.
+    ncv : int
+        Number of Lanczos vectors.
+    return_vectors : bool
+        Return a :class:`~transformer_pde.lipschitz.LipschitzResult`.
+
+    Returns
+    -------
+    float or LipschitzResult
+
+    Raises
+    ------
+    ValueError
+        If ``layer`` is not valid, ``X`` does not have ``model.d`` columns, or an option is not
+        valid.
+
+    Examples
+    --------
+    Without the query bias it is the constant of the multi-head map of the heads
+    :math:`(A_h, V_h)`:
+
+    >>> import numpy as np
+    >>> from transformer_pde import lipschitz
+    >>> model = load_minilm()
+    >>> X = embed(model, tokenize("hello world"))
+    >>> L = attention_lipschitz(model, 0, X, query_bias=False)
+    >>> A, V = attention_heads(model, 0)
+    >>> print(bool(abs(L - lipschitz.local_lipschitz_multihead(X, A, V)) < 1e-5 * L))
+    True
+
+    References
+    ----------
+    :cite:`castin2024smooth,devlin2019bert`
     """
     F = _layer_factors(model, layer, query_bias)
     X = _checks.points(X, "X")
@@ -572,6 +1044,44 @@ def attention_released_estimator(model: MiniLM, layer: int, X: ArrayLike, *,
     returns this quantity whatever its start (see
     :func:`transformer_pde.lipschitz.released_code_estimator`). By Cauchy-Schwarz,
     :math:`\widehat L(X) \le (\|D_X g\|_2\, \|g_\beta(X)\|)^{1/2}`.
+
+    Parameters
+    ----------
+    model : MiniLM
+        The model.
+    layer : int
+        Layer index, in ``[0, n_layers)``.
+    X : array (n, d)
+        Input tokens.
+    query_bias : bool
+        Keep the query-bias term.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        If ``layer`` is not valid, ``X`` does not have ``model.d`` columns or ``query_bias`` is
+        not a boolean.
+
+    Examples
+    --------
+    The Cauchy-Schwarz bound:
+
+    >>> import numpy as np
+    >>> model = load_minilm()
+    >>> X = embed(model, tokenize("hello world"))
+    >>> estimate = attention_released_estimator(model, 0, X)
+    >>> bound = np.sqrt(attention_lipschitz(model, 0, X)
+    ...                 * np.linalg.norm(self_attention(model, 0, X)[0]))
+    >>> print(bool(estimate <= bound * (1 + 1e-6)))
+    True
+
+    References
+    ----------
+    :cite:`castin2024smooth`
     """
     F = _layer_factors(model, layer, query_bias)
     X = _checks.points(X, "X")
