@@ -591,6 +591,10 @@ def sinkhorn_scalar() -> dict[str, Any]:
     ``residual_published_eps1`` and ``residual_published_eps2`` (derived at
     :math:`\varepsilon = 1`, resp. 2, minus published) and ``symbols``.
 
+    Returns
+    -------
+    dict
+
     Examples
     --------
     The derived rate equals the library's closed form for every :math:`\varepsilon`, and the
@@ -649,6 +653,11 @@ def general_identities() -> dict[str, Any]:
     - ``"softmax_covariance"``: :math:`M\Sigma + \Sigma M^\top - (V\Sigma A\Sigma +
       \Sigma A^\top\Sigma V^\top)` with :math:`M = V\Sigma A`, :math:`\Sigma = \Sigma^\top`;
     - ``"l2_covariance"``: the same with :math:`M = 2VP^{-1}A`, :math:`P = P^\top`.
+
+    Returns
+    -------
+    dict
+        Name to simplified difference.
 
     Examples
     --------
