@@ -46,6 +46,17 @@ def replay_cells():
     return kept
 
 
+def code_digest():
+    """SHA-256 of the notebook's code cells: printed at the start and at the end of a replay,
+    so that a count can be tied to one version of the notebook (the first cell is re-read for
+    every seed)."""
+    import hashlib
+
+    cells = json.loads((ROOT / "notebooks" / NOTEBOOK).read_text())["cells"]
+    code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    return hashlib.sha256(code.encode()).hexdigest()[:16]
+
+
 def outcome(seed, cells):
     import contextlib
     import io
@@ -78,6 +89,8 @@ def outcome(seed, cells):
 def main():
     draws = int(sys.argv[1]) if len(sys.argv) > 1 else 300
     first = int(sys.argv[2]) if len(sys.argv) > 2 else 0
+    digest = code_digest()
+    print(f"notebook code {digest}", flush=True)
     cells = replay_cells()
     failures, changes, linear, contraction = [], [], [], []
     start = time.time()
@@ -96,6 +109,9 @@ def main():
           f"failing draws {failures}; smallest masking change {np.nanmin(changes):.2e}; "
           f"fewest linear steps {min(linear)}; largest contraction - lambda_2^2 "
           f"{np.nanmax(contraction):+.2e}; {(time.time() - start) / draws:.2f} s per draw")
+    end = code_digest()
+    print(f"notebook code {end}" + ("" if end == digest else
+                                    " CHANGED during the replay: the count is not of one version"))
 
 
 if __name__ == "__main__":
