@@ -167,3 +167,40 @@ def test_circle_transition_against_a_fine_scan():
     assert np.all(F[below] > 0) and np.all(F[above] < 0)
     with pytest.raises(ValueError, match="points"):
         nk.circle_transition(1.0, points=3)
+
+
+def _phase_diffusion_from_the_adjoint_zero_mode(kappa, M=127):
+    # linearised Fokker-Planck operator at the von Mises state, spectral collocation on
+    # M (odd) points: L u = u''/kappa - (u b_q)' - (q b_u)', b_u(t) = int sin(s - t) u(s) ds;
+    # its left null space holds the constants and the adjoint zero mode v; then
+    # D = (2/kappa) int v'^2 q / (int v q')^2 (any null vector with v' != 0 gives it)
+    r = nk.kuramoto_order(kappa)
+    th = 2 * np.pi * np.arange(M) / M
+    w = 2 * np.pi / M
+    q = np.exp(kappa * r * np.cos(th))
+    q /= q.sum() * w
+    k = np.fft.fftfreq(M, 1.0 / M)
+    Dm = np.real(np.fft.ifft(1j * k[:, None] * np.fft.fft(np.eye(M), axis=0), axis=0))
+    S = np.sin(th[None, :] - th[:, None]) * w
+    L = Dm @ Dm / kappa - Dm @ np.diag(S @ q) - Dm @ np.diag(q) @ S
+    _, sv, Vt = np.linalg.svd(L.T)
+    assert sv[-2] < 1e-9 < sv[-3]  # a two-dimensional left null space
+    null = Vt[-2:].T
+    v = null[:, np.argmax(np.linalg.norm(Dm @ null, axis=0))]
+    vp = Dm @ v
+    return (2 / kappa) * np.sum(vp**2 * q) * w / (np.sum(v * (Dm @ q)) * w) ** 2
+
+
+def test_phase_diffusion_against_the_numerical_adjoint_zero_mode():
+    for kappa in (2.2, 3.0, 4.0, 8.0):
+        ref = _phase_diffusion_from_the_adjoint_zero_mode(kappa)
+        assert abs(nk.phase_diffusion(kappa) / ref - 1) < 1e-10, kappa
+    # the martingale part alone, (2/kappa)(1 + I_2/I_0)/(2 r^2), is larger at kappa = 3
+    r = nk.kuramoto_order(3.0)
+    mart = (2 / 3) * (1 + iv(2, 3 * r) / iv(0, 3 * r)) / (2 * r**2)
+    assert nk.phase_diffusion(3.0) < mart - 0.05
+    # large kappa: D -> 2/kappa (the mean of n independent phases)
+    assert abs(nk.phase_diffusion(200.0) * 100.0 - 1) < 1e-12
+    for bad in (2.0, 1.0, -3.0, float("nan"), "x"):
+        with pytest.raises(ValueError, match="kappa"):
+            nk.phase_diffusion(bad)

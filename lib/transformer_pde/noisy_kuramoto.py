@@ -8,6 +8,8 @@ whose stationary states solve :math:`\mu \propto e^{\kappa\psi_\mu}`.
 - :func:`kuramoto_order`: the order parameter of the noisy Kuramoto model
   (:math:`\beta = 0`), the root of :math:`r = A_d(\kappa r)`,
   :math:`A_d = I_{d/2}/I_{d/2-1}`;
+- :func:`phase_diffusion`: the diffusion coefficient of the synchronised phase of n
+  oscillators on the circle, :math:`D/n` per unit time;
 - :func:`funk_hecke`, :func:`mode_threshold`: the eigenvalue :math:`a_\ell(\beta, d)` of
   :math:`f \mapsto \int e^{\beta\langle\cdot, y\rangle}f(y)\,d\sigma(y)` on degree-:math:`\ell`
   harmonics and the value :math:`\kappa_\ell = \beta/a_\ell` above which that mode of the
@@ -37,6 +39,7 @@ from . import _checks, _sphere
 
 __all__ = [
     "kuramoto_order",
+    "phase_diffusion",
     "funk_hecke",
     "mode_threshold",
     "k_sharp",
@@ -118,6 +121,53 @@ def kuramoto_order(kappa: float, d: int = 2) -> float:
     while g(lo) <= 0 and lo > 1e-300:
         lo /= 4
     return float(brentq(g, lo, 1.0, xtol=1e-16, rtol=4 * np.finfo(float).eps, maxiter=500))
+
+
+def phase_diffusion(kappa: float) -> float:
+    r"""Diffusion coefficient of the phase of the synchronised noisy Kuramoto model.
+
+    .. math::
+
+        D(\kappa) = \frac{2/\kappa}{1 - I_0(\kappa r)^{-2}}, \qquad r = A_2(\kappa r),
+
+    for :math:`d\theta_i = r_n\sin(\varphi_n - \theta_i)\,dt + \sqrt{2/\kappa}\,dB_i`
+    (:math:`\beta = 0` on the circle, :math:`\kappa > 2`): to leading order in :math:`1/n`
+    the centre of the synchronised state of n oscillators is a Brownian motion of variance
+    rate :math:`D/n` (Bertini, Giacomin and Poquet 2014 prove the Brownian motion on times
+    of order n). Derived in chapter 10 from the adjoint zero mode of the linearised
+    Fokker-Planck operator at :math:`q \propto e^{\kappa r\cos\theta}`: :math:`v' = 1/q -
+    \langle 1/q\rangle`, :math:`D = (2/\kappa)\int v'^2q / (\int vq')^2`.
+
+    Parameters
+    ----------
+    kappa : float
+        Inverse noise level > 2 (a synchronised state exists).
+
+    Returns
+    -------
+    float
+        :math:`D(\kappa)`.
+
+    Raises
+    ------
+    ValueError
+        If kappa is not a number > 2.
+
+    Examples
+    --------
+    >>> print(f"{phase_diffusion(3.0):.5f}")
+    0.78484
+
+    References
+    ----------
+    :cite:`bertini2014synchronization`
+    """
+    kappa = _checks.positive_float(kappa, "kappa")
+    if kappa <= 2.0:
+        raise ValueError(f"kappa must exceed 2 (no synchronised state), got {kappa}")
+    x = kappa * kuramoto_order(kappa)
+    inv_sq = math.exp(-2.0 * x) / float(ive(0, x)) ** 2  # I_0(x)^{-2}, no overflow
+    return float((2.0 / kappa) / (1.0 - inv_sq))
 
 
 def funk_hecke(ell: ArrayLike, beta: float, d: int) -> NDArray[np.float64] | float:
