@@ -23,10 +23,9 @@ BOOK_CONFIG := $(BUILD)/config.yml
 # The browser check (make test) needs Chromium; BROWSER=0 skips it explicitly.
 BROWSER ?= 1
 CHROMIUM ?= $(shell command -v chromium || command -v chromium-browser || echo /usr/bin/chromium)
-# SHARP=1: a figure with fewer than 2 image pixels per displayed pixel (not SVG) fails the
-# conventions test and the browser check; by default both list such figures (notebooks stored
-# before the house style drew inline figures at 2x) without failing.
-SHARP ?= 0
+# SHARP=1 (the default): a figure with fewer than 2 image pixels per displayed pixel (not SVG)
+# fails the conventions test and the browser check; SHARP=0 only lists such figures.
+SHARP ?= 1
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys, venv, ensurepip; \

@@ -18,8 +18,8 @@ browser). On each page it checks that
 - every figure is sharp: an SVG, or an image with at least :data:`MIN_PIXEL_RATIO` (2) image
   pixels per displayed pixel, so that it stays sharp on high-resolution screens and zoomed to
   200 % (the house style, ``transformer_pde.plotting.use_house_style``, stores inline figures
-  so). A figure that is not is listed as a note; with ``--require-sharp`` (``make browser
-  SHARP=1``) it is a problem of its page;
+  so). With ``--require-sharp`` (``make browser``, whose
+  ``SHARP`` is 1 by default) a figure that is not is a problem of its page; without it, a note;
 - no display equation is wider than its box (with its equation number);
 - no console error and no page error (except the documented noise in ``ALLOWED_CONSOLE``);
 - no request goes to any host but 127.0.0.1 (such requests are blocked and reported);

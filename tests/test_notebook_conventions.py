@@ -13,7 +13,7 @@ be read off the ``.ipynb`` files without building the book:
   width (in the output's metadata, as the house style stores it) at most the column's width;
   a notebook whose figures were all stored before the house style drew them so (1x PNGs
   without a display width) is an expected failure until it is re-executed, and a failure
-  with ``REQUIRE_SHARP_FIGURES=1`` (``make test SHARP=1``);
+  with ``REQUIRE_SHARP_FIGURES=1`` (which ``make test`` sets; ``SHARP=0`` lists them only);
 - figure numbers are not typed by hand (``**Figure 3.**``), they come from ``{numref}``;
 - results are numbered statements (at least two ``{prf:...}`` environments a chapter) and
   reusable code lives in the library (at most two functions defined in a notebook);
