@@ -215,6 +215,7 @@ VALID = {
     "noisy_kuramoto.circle_mean_field_sweep": dict(beta=3.0, kappas=[0.5], c0=C0, hold=0.5,
                                                    grid=32),
     "noisy_kuramoto.circle_transition": dict(beta=3.0, points=10),
+    "noisy_kuramoto.phase_diffusion": dict(kappa=3.0),
     "noisy_kuramoto.zonal_branch": dict(beta=3.0, r1=np.array([0.2, 0.5]), d=3, nodes=64),
     "noisy_kuramoto.zonal_free_energy": dict(beta=3.0, r=np.array([0.2, 0.5]), d=3,
                                              nodes=64),
