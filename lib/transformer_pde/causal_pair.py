@@ -41,7 +41,7 @@ __all__ = ["pair_distance_bound", "pair_rate_band", "pair_decay", "leader_pair_b
 
 
 def _unit(x, name):
-    x = np.asarray(x, dtype=np.float64)
+    x = _checks.real_array(x, name)
     if x.ndim != 1 or not np.all(np.isfinite(x)) or abs(np.linalg.norm(x) - 1) > 1e-8:
         raise ValueError(f"{name} must be a finite unit vector (1-D), got {x!r}")
     return x
@@ -79,7 +79,7 @@ def pair_distance_bound(A: ArrayLike, x1: ArrayLike, x2: ArrayLike,
     A = _checks.matrix(A, "A", shape=(x1.size, x1.size))
     if x2.size != x1.size:
         raise ValueError(f"x1 and x2 must have the same dimension, got {x1.size} and {x2.size}")
-    t = np.asarray(times, dtype=np.float64)
+    t = _checks.real_array(times, "times")
     if np.any(~np.isfinite(t)) or np.any(t < 0):
         raise ValueError("times must be finite and >= 0")
     dist0 = float(np.linalg.norm(x2 - x1))
@@ -134,10 +134,12 @@ def pair_decay(A: ArrayLike, X0: ArrayLike, times: ArrayLike, trajectory: ArrayL
         raise ValueError(f"X0 must hold at least 2 tokens, got shape {X0.shape}")
     d = X0.shape[1]
     A = _checks.matrix(A, "A", shape=(d, d))
-    t = np.asarray(times, dtype=np.float64)
+    t = _checks.real_array(times, "times")
     if t.ndim != 1 or t.size < 2 or t[0] != 0 or np.any(np.diff(t) <= 0):
         raise ValueError("times must be increasing, start at 0 and have at least 2 samples")
     below = _checks.positive_float(below, "below")
+    t_max = _checks.positive_float(t_max, "t_max")
+    rtol, atol = _checks.positive_float(rtol, "rtol"), _checks.nonnegative_float(atol, "atol")
     field = dynamics.attention_field(attention.softmax, A=A, V=np.eye(d), causal=True)
     if trajectory is None:
         pair = sphere.integrate_on_sphere(field, X0[:2], t, rtol=rtol, atol=atol)
@@ -186,8 +188,8 @@ def leader_pair_bound(A: ArrayLike, z1: ArrayLike, z2: ArrayLike) -> tuple[bool,
     Returns ``(holds, bound)``: whether the condition holds, and the lower bound (``0.0``
     when it does not).
     """
-    z1 = np.asarray(z1, dtype=np.float64)
-    z2 = np.asarray(z2, dtype=np.float64)
+    z1 = _checks.real_array(z1, "z1")
+    z2 = _checks.real_array(z2, "z2")
     if z1.ndim != 1 or z2.shape != z1.shape or not np.all(np.isfinite(z1)) \
             or not np.all(np.isfinite(z2)):
         raise ValueError(f"z1 and z2 must be finite 1-D arrays of the same length, got shapes "

@@ -57,11 +57,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from . import _checks
+
 __all__ = ["local_orders", "order_bounds", "SettledOrder", "settle_order"]
 
 
 def _errors(errors, name="errors"):
-    e = np.asarray(errors, dtype=np.float64)
+    e = _checks.real_array(errors, name)
     if e.ndim != 1 or e.size < 2:
         raise ValueError(f"{name} must be a 1-D array of at least 2 errors, got shape {e.shape}")
     if not np.all(np.isfinite(e)) or np.any(e <= 0):
@@ -70,8 +72,8 @@ def _errors(errors, name="errors"):
 
 
 def _floor(floor):
-    floor = float(floor)
-    if not math.isfinite(floor) or floor < 0:
+    floor = _checks.finite_float(floor, "floor")
+    if floor < 0:
         raise ValueError(f"floor must be a finite number >= 0 (the errors' accuracy), got {floor}")
     return floor
 
@@ -175,7 +177,7 @@ class SettledOrder:
         return float(self.bounds[-1])
 
 
-def settle_order(error_at: Callable[[int], Any], order: int, *, first_depth: int = 8,
+def settle_order(error_at: Callable[[int], Any], order: float, *, first_depth: int = 8,
                  max_depth: int = 4096, floor: float = 0.0, max_bound: float = 0.15,
                  min_signal: float = 10.0) -> SettledOrder:
     r"""Double the depth until the local order is within its bound of ``order``.
@@ -213,15 +215,15 @@ def settle_order(error_at: Callable[[int], Any], order: int, *, first_depth: int
     """
     if not callable(error_at):
         raise ValueError("error_at must be callable as error_at(L) -> error")
-    order = float(order)
-    if not math.isfinite(order) or order <= 0:
-        raise ValueError(f"order must be a positive number, got {order}")
-    if int(first_depth) != first_depth or first_depth < 1:
-        raise ValueError(f"first_depth must be a positive integer, got {first_depth}")
-    if int(max_depth) != max_depth or max_depth < 8 * first_depth:
+    order = _checks.positive_float(order, "order")
+    first_depth = _checks.positive_int(first_depth, "first_depth")
+    max_depth = _checks.positive_int(max_depth, "max_depth")
+    if max_depth < 8 * first_depth:
         raise ValueError("max_depth must be an integer, at least 8 * first_depth (four "
                          f"depths), got {max_depth}")
     floor = _floor(floor)
+    max_bound = _checks.positive_float(max_bound, "max_bound")
+    min_signal = _checks.float_at_least(min_signal, "min_signal", 1.0)
     if not max_bound > 0:
         raise ValueError(f"max_bound must be positive, got {max_bound}")
     if not min_signal >= 1:

@@ -130,7 +130,7 @@ def attention_field(attention: Callable[..., Any], /, **params: Any) -> Callable
 
 
 def _check_times(times):
-    t = np.asarray(times, dtype=np.float64)
+    t = _checks.real_array(times, "times")
     if t.ndim != 1 or t.size < 1:
         raise ValueError(f"times must be a 1-D array with at least one entry, got shape {t.shape}")
     if not np.all(np.isfinite(t)):
@@ -300,6 +300,7 @@ def integrate(field: Callable[..., Any], X0: ArrayLike, times: ArrayLike, *, met
     if max_step is not None:
         max_step = _checks.positive_float(max_step, "max_step")
     radius = _checks.positive_float(blowup_radius, "blowup_radius")
+    rtol, atol = _checks.positive_float(rtol, "rtol"), _checks.nonnegative_float(atol, "atol")
     _check_state(X0, float(t[0]), radius, t[:0], np.empty((0, *X0.shape)))
     if method in FIXED_STEP_METHODS:
         return _fixed_step(field, X0, t, method, max_step, radius)
@@ -399,19 +400,21 @@ def rescale(trajectory: ArrayLike, times: ArrayLike, V: ArrayLike) -> NDArray[np
     ----------
     :cite:`geshkovski2023emergence`
     """
-    traj = np.asarray(trajectory, dtype=np.float64)
-    t = np.asarray(times, dtype=np.float64)
+    traj = _checks.real_array(trajectory, "trajectory")
+    t = _checks.real_array(times, "times")
     if traj.ndim != 3 or t.shape != (traj.shape[0],):
         raise ValueError(f"trajectory must have shape (k, n, d) with k = len(times), got "
                          f"{traj.shape} and times of shape {t.shape}")
     if not np.all(np.isfinite(t)):
         raise ValueError("times contains non-finite values")
+    if not np.all(np.isfinite(traj)):
+        raise ValueError("trajectory contains non-finite values (NaN or inf)")
     V = _checks.matrix(V, "V", shape=(traj.shape[2], traj.shape[2]))
     exp_V = _linalg.exponential(V)
     return np.stack([x @ exp_V(-tk).T for tk, x in zip(t, traj, strict=True)])
 
 
-def rescaled_field(field: Callable[..., Any], V: ArrayLike, *,
+def rescaled_field(field: Callable[..., Any] | None, V: ArrayLike, *,
                    A: ArrayLike | None = None) -> Callable[..., Any]:
     r"""The velocity field of the rescaled tokens :math:`z = e^{-tV} x`.
 

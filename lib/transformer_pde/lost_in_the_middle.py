@@ -410,9 +410,10 @@ def retrieval_end_slope(beta: float, lam: float, t: float, vocabulary: float,
     duerinckx2026kinetic
     """
     m = _positive(vocabulary, "vocabulary")
+    modes = _checks.positive_int(modes, "modes")
     return float(sum(
         np.exp(-np.pi**2 * n * n / (2 * m * m)) * end_slope(lam, mode_eigenvalue(beta, n), t)
-        for n in range(1, int(modes) + 1)
+        for n in range(1, modes + 1)
     ))
 
 
@@ -759,6 +760,7 @@ def circle_causal_flow(
     if a.ndim != 1 or a.size < 1 or not np.all(np.isfinite(a)):
         raise ValueError("angles must be a finite 1-D array with at least one entry")
     beta = _positive(beta, "beta")
+    rtol, atol = _checks.positive_float(rtol, "rtol"), _checks.nonnegative_float(atol, "atol")
     ts = _checks.real_array(times, "times")
     if ts.ndim != 1 or ts.size < 1 or ts[0] != 0 or np.any(np.diff(ts) <= 0):
         raise ValueError("times must be increasing and start at 0")
@@ -779,7 +781,10 @@ def circle_causal_flow(
 
 
 def _bin_mask(positions, window, name):
-    lo, hi = (float(v) for v in window)
+    w = _checks.real_array(window, name)
+    if w.shape != (2,) or not np.all(np.isfinite(w)):
+        raise ValueError(f"{name} must be a pair (low, high) of finite numbers, got {window!r}")
+    lo, hi = float(w[0]), float(w[1])
     mask = (positions >= lo) & (positions <= hi)
     if not np.any(mask):
         raise ValueError(f"{name} contains no position")

@@ -261,9 +261,9 @@ def masked_field(positions: ArrayLike, A: ArrayLike, V: ArrayLike, *,
     ----------
     :cite:`castin2025unified`
     """
-    tau = np.asarray(positions, dtype=np.float64)
-    if tau.ndim != 1:
-        raise ValueError(f"positions must be a 1-D array, got shape {tau.shape}")
+    tau = _checks.real_array(positions, "positions")
+    if tau.ndim != 1 or tau.size < 1:
+        raise ValueError(f"positions must be a non-empty 1-D array, got shape {tau.shape}")
     _checks.positions(tau, tau.shape[0], "positions")
     w = _checks.weights(weights, tau.shape[0])
 
@@ -357,7 +357,9 @@ def circle_curve(s: ArrayLike) -> NDArray[np.float64]:
     ----------
     :cite:`castin2025unified`
     """
-    s = np.asarray(s, dtype=np.float64)
+    s = _checks.real_array(s, "s")
+    if not np.all(np.isfinite(s)):
+        raise ValueError("s contains non-finite values (NaN or inf)")
     return np.stack([np.cos(2 * np.pi * s), np.sin(2 * np.pi * s)], axis=-1)
 
 
@@ -586,7 +588,7 @@ def conditional_distance(positions: ArrayLike, X: ArrayLike, Y: ArrayLike, *,
     n = X.shape[0]
     tau = _checks.positions(positions, n, "positions")
     w = _checks.weights(weights, n)
-    p = float(p)
+    p = _checks.float_at_least(p, "p", 1.0)
     if not p >= 1:
         raise ValueError(f"p must be >= 1, got {p}")
     uniq, inverse, counts = np.unique(tau, return_inverse=True, return_counts=True)
@@ -717,8 +719,10 @@ def masked_flow_jacobian(positions: ArrayLike, X0: ArrayLike, A: ArrayLike, V: A
     """
     X0 = _checks.points(X0, "X0")
     h = _checks.positive_float(h, "h")
-    flow = masked_flow_map(positions, A, V, T, steps=steps, weights=weights)
     n, d = X0.shape
+    if not callable(V):
+        V = _checks.matrix(V, "V", shape=(d, d))
+    flow = masked_flow_map(positions, A, V, T, steps=steps, weights=weights)
     J = np.empty((n * d, n * d))
     for k in range(n * d):
         E = np.zeros(n * d)
@@ -1004,11 +1008,11 @@ def quadratic_form_mean_band(weights: ArrayLike, count: int,
     ----------
     :cite:`laurent2000adaptive`
     """
-    lam = np.asarray(weights, dtype=np.float64)
+    lam = _checks.real_array(weights, "weights")
     if lam.ndim != 1 or lam.size == 0 or not np.all(np.isfinite(lam)) or np.any(lam < 0):
         raise ValueError("weights must be a non-empty 1-d array of finite numbers >= 0")
     count = _checks.positive_int(count, "count")
-    false_alarm = float(false_alarm)
+    false_alarm = _checks.finite_float(false_alarm, "false_alarm")
     if not 0 < false_alarm < 1:
         raise ValueError(f"false_alarm must lie in (0, 1), got {false_alarm}")
     x = np.log(2.0 / false_alarm)

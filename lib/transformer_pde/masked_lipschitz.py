@@ -46,17 +46,11 @@ def _n_values(n):
 
 
 def _radius(R):
-    R = float(R)
-    if not np.isfinite(R) or R <= 0:
-        raise ValueError(f"R must be a finite number > 0, got {R}")
-    return R
+    return _checks.positive_float(R, "R")
 
 
 def _gamma(gamma):
-    gamma = float(gamma)
-    if not np.isfinite(gamma) or gamma <= 0:
-        raise ValueError(f"gamma must be a finite number > 0, got {gamma}")
-    return gamma
+    return _checks.positive_float(gamma, "gamma")
 
 
 def special_first_weights(n: int, R: float, gamma: float) -> NDArray[np.float64]:

@@ -11,6 +11,7 @@ from matplotlib.axes import Axes
 from matplotlib.rcsetup import cycler
 from numpy.typing import ArrayLike
 
+from . import _checks
 from .fitting import PowerLawFit, fit_power_law
 
 if TYPE_CHECKING:
@@ -138,8 +139,15 @@ def loglog_fit(ax: Axes, x: ArrayLike, y: ArrayLike, *, label: str | None = None
     2.0
     >>> plt.close(fig)
     """
+    x, y = _checks.real_array(x, "x"), _checks.real_array(y, "y")
     fit = fit_power_law(x, y)
-    (line,) = ax.loglog(x, y, marker, color=color, label=label)
+    if not isinstance(marker, str):
+        raise ValueError(f"marker must be a matplotlib format string, got {marker!r}")
+    try:
+        (line,) = ax.loglog(x, y, marker, color=color, label=label)
+    except ValueError as err:
+        raise ValueError(f"marker {marker!r} is not a matplotlib format string, or color "
+                         f"{color!r} not a colour: {err}") from None
     xs = np.geomspace(np.min(x), np.max(x), 50)
     ax.loglog(xs, fit(xs), "--", color=line.get_color(), lw=1,
               label=f"fit: slope {fit.exponent:.2f}" if fit_label else None)
@@ -188,12 +196,14 @@ def quiver_field(ax: Axes, X: ArrayLike, velocities: ArrayLike, *, grid: ArrayLi
     True
     >>> plt.close(fig)
     """
-    X = np.asarray(X)
-    velocities = np.asarray(velocities)
-    G = None if grid is None else np.asarray(grid)
+    X = _checks.matrix(_checks.points(X, "X"), "X", cols=2)
+    velocities = _checks.matrix(velocities, "velocities", shape=X.shape)
+    if not isinstance(color, str):
+        raise ValueError(f"color must be a matplotlib colour string, got {color!r}")
+    G = None if grid is None else _checks.matrix(_checks.points(grid, "grid"), "grid", cols=2)
     if G is not None and grid_velocities is None:
         raise ValueError("grid_velocities must be given with grid")
-    GV = None if G is None else np.asarray(grid_velocities)
+    GV = None if G is None else _checks.matrix(grid_velocities, "grid_velocities", shape=G.shape)
     points = X if G is None else np.vstack([X, G])
     vel = velocities if GV is None else np.vstack([velocities, GV])
     vmax = float(np.max(np.linalg.norm(vel, axis=1)))

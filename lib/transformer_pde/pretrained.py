@@ -313,6 +313,7 @@ def tokenize(text: str, *, special_tokens: bool = False,
     """
     if not isinstance(text, str):
         raise ValueError(f"text must be a string, got {type(text).__name__}")
+    special_tokens = _checks.flag(special_tokens, "special_tokens")
     tok = load_tokenizer() if tokenizer is None else tokenizer
     return np.array(tok.encode(text, add_special_tokens=special_tokens).ids, dtype=np.int64)
 
@@ -340,7 +341,9 @@ def gelu(x: ArrayLike) -> float | NDArray[np.float64]:
     ----------
     :cite:`devlin2019bert`
     """
-    x = np.asarray(x, dtype=np.float64)
+    x = _checks.real_array(x, "x")
+    if not np.all(np.isfinite(x)):
+        raise ValueError("x contains non-finite values (NaN or inf)")
     return 0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))
 
 
@@ -376,10 +379,24 @@ def layer_norm(X: ArrayLike, gamma: ArrayLike, beta: ArrayLike, eps: float) -> N
     ----------
     :cite:`ba2016layer`
     """
-    X = np.asarray(X, dtype=np.float64)
+    X = _checks.real_array(X, "X")
+    if X.ndim < 1 or not np.all(np.isfinite(X)):
+        raise ValueError(f"X must be a finite array (..., d), got shape {X.shape}")
+    gamma = _row_parameter(gamma, "gamma", X.shape[-1])
+    beta = _row_parameter(beta, "beta", X.shape[-1])
+    eps = _checks.nonnegative_float(eps, "eps")
     mu = X.mean(axis=-1, keepdims=True)
     var = ((X - mu) ** 2).mean(axis=-1, keepdims=True)
     return (X - mu) / np.sqrt(var + eps) * gamma + beta
+
+
+def _row_parameter(v, name, d):
+    """A finite scale or shift of layer normalisation: a number or an array of shape (d,)."""
+    v = _checks.real_array(v, name)
+    if v.shape not in ((), (d,)) or not np.all(np.isfinite(v)):
+        raise ValueError(f"{name} must be a finite number or array of shape ({d},) (the last "
+                         f"axis of X), got shape {v.shape}")
+    return v
 
 
 def _check_ids(model, ids):

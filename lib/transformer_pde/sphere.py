@@ -230,9 +230,9 @@ def sphere_drift(trajectory: ArrayLike) -> float:
     >>> sphere_drift([[[1.0, 0.0], [0.0, 1.5]]])
     0.5
     """
-    traj = np.asarray(trajectory, dtype=np.float64)
-    if traj.ndim < 2:
-        raise ValueError(f"trajectory must have tokens as rows, got shape {traj.shape}")
+    traj = _checks.real_array(trajectory, "trajectory")
+    if traj.ndim < 2 or traj.size == 0 or not np.all(np.isfinite(traj)):
+        raise ValueError(f"trajectory must be finite, with tokens as rows, got shape {traj.shape}")
     return float(np.max(np.abs(np.linalg.norm(traj, axis=-1) - 1.0)))
 
 
@@ -677,7 +677,7 @@ def usa_field(beta: float = 1.0, D: ArrayLike | None = None, *, sign: float = 1.
     """
     beta = _sphere.beta(beta, allow_zero=True)
     _tangent_flag(tangent)
-    sign = float(sign)
+    sign = _checks.finite_float(sign, "sign")
     if sign not in (1.0, -1.0):
         raise ValueError(f"sign must be 1 or -1, got {sign!r}")
     Dm = None if D is None else _checks.matrix(D, "D", square=True)
@@ -845,7 +845,7 @@ def equiangular_rhs(rho: ArrayLike, n: int, beta: float,
     model = _sphere.model(model)
     n = _n_tokens(n)
     beta = _sphere.beta(beta, allow_zero=True)
-    r = np.asarray(rho, dtype=np.float64)
+    r = _checks.real_array(rho, "rho")
     if not np.all(np.isfinite(r)) or np.any(np.abs(r) > 1.0):
         raise ValueError("rho must be finite and lie in [-1, 1] (an inner product of unit "
                          "vectors)")
@@ -939,7 +939,7 @@ def equiangular_configuration(n: int, rho: float, d: int | None = None) -> NDArr
     True
     """
     n = _n_tokens(n)
-    rho = float(rho)
+    rho = _checks.finite_float(rho, "rho")
     if not (-1.0 / (n - 1) - 1e-15 <= rho <= 1.0):
         raise ValueError(f"rho must lie in [-1/(n-1), 1] = [{-1 / (n - 1):.4g}, 1], got {rho!r}")
     G = (1.0 - rho) * np.eye(n) + rho * np.ones((n, n))
@@ -1356,7 +1356,8 @@ def dirac_pair_threshold(lam_max: float, lam_min: float) -> float:
     """
     from scipy.optimize import brentq
 
-    lam_max, lam_min = float(lam_max), float(lam_min)
+    lam_max = _checks.finite_float(lam_max, "lam_max")
+    lam_min = _checks.finite_float(lam_min, "lam_min")
     if not (np.isfinite(lam_max) and np.isfinite(lam_min)) or lam_min > lam_max:
         raise ValueError(f"need finite lam_min <= lam_max, got {lam_min!r} and {lam_max!r}")
     if lam_max <= 0:

@@ -107,6 +107,7 @@ def clustering_run(beta: float, n: int, d: int, T: float, h: float, rng: np.rand
     beta = _sphere.beta(beta, allow_zero=True)
     T = _checks.positive_float(T, "T")
     h = _checks.positive_float(h, "h")
+    threshold = _checks.finite_float(threshold, "threshold")
     L = max(1, int(round(T / h)))
     X0 = uniform_on_sphere(n, d, rng)
     if d > n:  # coordinates in the span of the initial tokens: same Gram matrices
@@ -178,7 +179,7 @@ def phase_diagram(betas: ArrayLike, n: int, d: int, T: float, h: float, *, start
     ----------
     :cite:`geshkovski2025mathematical`
     """
-    b = np.asarray(betas, dtype=np.float64)
+    b = _checks.real_array(betas, "betas")
     if b.ndim != 1 or b.size < 1 or not np.all(np.isfinite(b)) or np.any(b < 0):
         raise ValueError("betas must be a non-empty 1-D array of finite values >= 0")
     starts = _checks.positive_int(starts, "starts")
@@ -237,9 +238,10 @@ def first_crossing(values: ArrayLike, times: ArrayLike,
     ----------
     :cite:`geshkovski2025mathematical`
     """
-    v = np.asarray(values, dtype=np.float64)
-    t = np.asarray(times, dtype=np.float64)
-    if t.ndim != 1 or v.shape[-1] != t.size:
+    v = _checks.real_array(values, "values")
+    t = _checks.real_array(times, "times")
+    level = _checks.finite_float(level, "level")
+    if t.ndim != 1 or v.ndim < 1 or v.shape[-1] != t.size:
         raise ValueError(f"values must end with an axis of length len(times) = {t.size}, got "
                          f"shape {v.shape}")
     hit = v >= level
@@ -304,9 +306,10 @@ def median_pair_band(betas: ArrayLike, n: int, d: int, T: float, h: float, *, si
     ----------
     :cite:`geshkovski2025mathematical`
     """
-    b = np.asarray(betas, dtype=np.float64)
+    b = _checks.real_array(betas, "betas")
     if b.ndim != 1 or b.size < 1 or not np.all(np.isfinite(b)) or np.any(b < 0):
         raise ValueError("betas must be a non-empty 1-D array of finite values >= 0")
+    threshold = _checks.finite_float(threshold, "threshold")
     n = _checks.positive_int(n, "n")
     d = _checks.positive_int(d, "d")
     if n < 2:

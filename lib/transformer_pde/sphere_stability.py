@@ -233,7 +233,7 @@ def antipodal_spectrum(n_plus: int, n_minus: int, beta: float,
         raise ValueError(f"n_minus must be an integer >= 0, got {n_minus!r}")
     n_minus = int(n_minus)
     beta = _sphere.beta(beta, allow_zero=True)
-    lam = np.asarray(eigenvalues, dtype=np.float64)
+    lam = _checks.real_array(eigenvalues, "eigenvalues")
     if lam.ndim != 1 or lam.size < 2 or not np.all(np.isfinite(lam)):
         raise ValueError("eigenvalues must be a finite 1-D array of at least 2 eigenvalues")
     lam1, rest = float(lam[0]), lam[1:]
@@ -391,7 +391,8 @@ def two_cluster_merge_time(theta0: float, theta1: float, beta: float, model: str
     """
     model = _sphere.model(model)
     beta = _sphere.beta(beta, allow_zero=True)
-    theta0, theta1 = float(theta0), float(theta1)
+    theta0 = _checks.finite_float(theta0, "theta0")
+    theta1 = _checks.finite_float(theta1, "theta1")
     if not (0.0 < theta1 < theta0 < np.pi):
         raise ValueError(f"need 0 < theta1 < theta0 < pi, got theta0 = {theta0!r}, "
                          f"theta1 = {theta1!r}")
