@@ -210,6 +210,15 @@ def moments(alpha: Any, Sigma: Any, alpha_name: str = "alpha",
     return alpha, Sigma
 
 
+def covariance(Sigma: Any, name: str = "Sigma") -> FloatArray:
+    """A symmetric positive semi-definite ``(d, d)`` matrix, ``d >= 1``, as in :func:`moments`
+    (without a mean), returned symmetrised."""
+    Sigma = matrix(Sigma, name, square=True)
+    if Sigma.shape[0] < 1:
+        raise ValueError(f"{name} must be a (d, d) matrix with d >= 1, got shape {Sigma.shape}")
+    return moments(np.zeros(Sigma.shape[0]), Sigma, Sigma_name=name)[1]
+
+
 def gaussian(alpha: Any, Sigma: Any) -> tuple[FloatArray, FloatArray]:
     """A mean ``(d,)`` and a symmetric positive *definite* covariance ``(d, d)``."""
     alpha, Sigma = moments(alpha, Sigma)
@@ -226,12 +235,17 @@ def seed(x: Any, name: str = "seed") -> int:
     return int(x)
 
 
-def seed_key(seed: Any) -> list[int]:
-    """A seed as a list of non-negative ints (one int or a 1-D sequence of them)."""
-    key = [int(s) for s in np.atleast_1d(np.asarray(seed))]
-    if not key or any(s < 0 for s in key) or np.ndim(seed) > 1:
-        raise ValueError(f"seed must be a non-negative int or a 1-D sequence of them, got {seed!r}")
-    return key
+def seed_key(seed: Any, name: str = "seed") -> list[int]:
+    """A seed as a list of non-negative ints (one int or a non-empty 1-D sequence of them;
+    ``None``, floats, bools and strings are refused, as by :func:`seed`)."""
+    if isinstance(seed, np.ndarray) and seed.ndim == 0:
+        seed = seed[()]
+    items = [seed] if isinstance(seed, (str, bytes)) or np.ndim(seed) == 0 else list(seed)
+    if not items or any(isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, np.integer))
+                        or s < 0 for s in items):
+        raise ValueError(f"{name} must be a non-negative int or a non-empty 1-D sequence of "
+                         f"them, got {seed!r}")
+    return [int(s) for s in items]
 
 
 def points_and_hull(points_: Any, hull_points: Any) -> tuple[FloatArray, FloatArray]:

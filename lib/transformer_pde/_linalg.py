@@ -13,6 +13,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.linalg import expm
 
+from . import _checks
+
 
 def exponential(V: NDArray[np.float64]) -> Callable[[float], NDArray[np.float64]]:
     r"""A function ``t -> e^{tV}`` for a constant square ``V``, cheap to call repeatedly.
@@ -47,7 +49,7 @@ def exponential(V: NDArray[np.float64]) -> Callable[[float], NDArray[np.float64]
 def psd_sqrt(S: ArrayLike) -> NDArray[np.float64]:
     r"""Symmetric square root :math:`S^{1/2}` of a symmetric PSD matrix (eigenvalues clipped at 0).
     """
-    S = np.asarray(S, dtype=np.float64)
+    S = _checks.matrix(S, "S", square=True)
     lam, U = np.linalg.eigh(0.5 * (S + S.T))
     R = (U * np.sqrt(np.clip(lam, 0.0, None))) @ U.T
     return 0.5 * (R + R.T)
@@ -55,7 +57,8 @@ def psd_sqrt(S: ArrayLike) -> NDArray[np.float64]:
 
 def numerical_rank(Sigma: ArrayLike, rel_tol: float = 1e-3) -> int:
     r"""Number of eigenvalues of the PSD matrix ``Sigma`` above ``rel_tol`` times the largest."""
-    Sigma = np.asarray(Sigma, dtype=np.float64)
+    Sigma = _checks.matrix(Sigma, "Sigma", square=True)
+    rel_tol = _checks.nonnegative_float(rel_tol, "rel_tol")
     lam = np.linalg.eigvalsh(0.5 * (Sigma + Sigma.T))
     if lam[-1] <= 0:
         return 0

@@ -136,7 +136,8 @@ def tangent_matrix(Sigma: ArrayLike, dSigma: ArrayLike) -> NDArray[np.float64]:
     ----------
     :cite:`takatsu2011wasserstein,bhatia2019bures`
     """
-    _, Sigma = _checks.moments(np.zeros(np.shape(Sigma)[0]), Sigma)
+    Sigma = _checks.matrix(Sigma, "Sigma", square=True)
+    _, Sigma = _checks.moments(np.zeros(Sigma.shape[0]), Sigma)
     d = Sigma.shape[0]
     dSigma = _checks.matrix(dSigma, "dSigma", shape=(d, d))
     if np.linalg.norm(dSigma - dSigma.T) > 1e-10 * max(float(np.linalg.norm(dSigma)), 1e-300):
@@ -191,7 +192,7 @@ def metric_speed(dalpha: ArrayLike, Sigma: ArrayLike, dSigma: ArrayLike) -> floa
     ----------
     :cite:`takatsu2011wasserstein,bhatia2019bures`
     """
-    dalpha = np.asarray(dalpha, dtype=np.float64)
+    dalpha = _checks.real_array(dalpha, "dalpha")
     if dalpha.ndim != 1 or not np.all(np.isfinite(dalpha)):
         raise ValueError(f"dalpha must be a finite 1-D array, got shape {dalpha.shape}")
     S = tangent_matrix(Sigma, dSigma)
@@ -250,7 +251,7 @@ def field_norm(M: ArrayLike, b: ArrayLike, alpha: ArrayLike, Sigma: ArrayLike) -
     alpha, Sigma = _checks.moments(alpha, Sigma)
     d = alpha.size
     M = _checks.matrix(M, "M", shape=(d, d))
-    b = np.asarray(b, dtype=np.float64)
+    b = _checks.real_array(b, "b")
     if b.shape != (d,) or not np.all(np.isfinite(b)):
         raise ValueError(f"b must be a finite array of shape ({d},), got {b.shape}")
     m = M @ alpha + b
@@ -364,6 +365,7 @@ def chord_and_length(rhs: Callable[..., Any], alpha: ArrayLike, Sigma: ArrayLike
     alpha, Sigma = _checks.moments(alpha, Sigma)
     h = _checks.positive_float(h, "h")
     nodes = _checks.positive_int(nodes, "nodes")
+    rtol, atol = _checks.positive_float(rtol, "rtol"), _checks.nonnegative_float(atol, "atol")
     if not callable(speed):
         raise ValueError("speed must be callable as speed(dalpha, Sigma, dSigma)")
     x, w = np.polynomial.legendre.leggauss(nodes)

@@ -244,7 +244,8 @@ def integrate_draws(Z0: ArrayLike, times: ArrayLike, A: ArrayLike, V: ArrayLike,
     -------
     array (m, k, n, d), or (m, n, d) for a single run
     """
-    Z0 = np.asarray(Z0, dtype=np.float64)
+    Z0, times = _checks.real_array(Z0, "Z0"), _checks.real_array(times, "times")
+    rtol, atol = _checks.positive_float(rtol, "rtol"), _checks.nonnegative_float(atol, "atol")
     single = Z0.ndim == 2
     if single:
         Z0 = Z0[None]
@@ -306,7 +307,7 @@ def scripts_scheme(Z0: ArrayLike, times: ArrayLike, A: ArrayLike,
     n, d = Z0.shape
     A = _checks.matrix(A, "A", shape=(d, d))
     V = _checks.matrix(V, "V", shape=(d, d))
-    t = np.asarray(times, dtype=np.float64)
+    t = _checks.real_array(times, "times")
     if t.ndim != 1 or t.size < 1 or not np.all(np.isfinite(t)) or np.any(np.diff(t) <= 0):
         raise ValueError("times must be a finite, strictly increasing 1-D array")
     exp_V = _linalg.exponential(V)

@@ -48,7 +48,8 @@ def transition_matrix(Z0: ArrayLike, times: ArrayLike, A: ArrayLike, *, rtol: fl
     Z0 = _checks.points(Z0, "Z0")
     n, d = Z0.shape
     A = _checks.matrix(A, "A", shape=(d, d))
-    t = np.asarray(times, dtype=np.float64)
+    t = _checks.real_array(times, "times")
+    rtol, atol = _checks.positive_float(rtol, "rtol"), _checks.nonnegative_float(atol, "atol")
     if t.ndim != 1 or t.size < 1 or t[0] != 0:
         raise ValueError("times must be a 1-D array starting at 0")
 

@@ -45,7 +45,8 @@ def map_keys(task: Callable[..., Any], keys: Sequence[Any], *args: Any, block: i
         ``task(key, *args, **kwargs)``; picklable (a function of a module, or a lambda for
         the default loky backend) when run in other processes.
     keys : sequence
-        One key per call, e.g. ``[[seed, k, r] for r in range(R)]``.
+        One seed key per call (a non-negative int or a 1-D sequence of them), e.g.
+        ``[[seed, k, r] for r in range(R)]``.
     block : int
         Keys per joblib task.
     n_jobs : int or None
@@ -71,7 +72,11 @@ def map_keys(task: Callable[..., Any], keys: Sequence[Any], *args: Any, block: i
     >>> map_keys(pow, [1, 2, 3], 2, n_jobs=1)  # [pow(key, 2) for key in keys]
     [1, 4, 9]
     """
+    if isinstance(keys, (str, bytes)) or not hasattr(keys, "__iter__"):
+        raise ValueError(f"keys must be a sequence of seed keys, got {keys!r}")
     keys = list(keys)
+    for key in keys:
+        _checks.seed_key(key, "keys")  # each a non-negative int or a 1-D sequence of them
     if not isinstance(block, (int, np.integer)) or block < 1:
         raise ValueError(f"block must be a positive int, got {block!r}")
     with _progress.bar(len(keys), progress, getattr(task, "__name__", "")) as shown:
@@ -104,7 +109,7 @@ def bootstrap(statistic: Callable[..., Any], samples: Sequence[ArrayLike], n_boo
     statistic : callable
         ``statistic(list_of_arrays)``, returning a number or an array.
     samples : sequence of arrays
-        The samples, each with at least one draw along its first axis.
+        The samples, real and finite, each with at least one draw along its first axis.
     n_boot : int
         Number of replicates :math:`B`.
     seed : int or sequence of int
@@ -135,7 +140,11 @@ def bootstrap(statistic: Callable[..., Any], samples: Sequence[ArrayLike], n_boo
     """
     if not isinstance(n_boot, (int, np.integer)) or n_boot < 1:
         raise ValueError(f"n_boot must be a positive int, got {n_boot!r}")
-    arrays = [np.asarray(s) for s in samples]
+    if isinstance(samples, (str, bytes)) or not hasattr(samples, "__iter__"):
+        raise ValueError(f"samples must be a sequence of arrays, got {samples!r}")
+    arrays = [_checks.real_array(s, "samples") for s in samples]
+    if any(not np.all(np.isfinite(s)) for s in arrays):
+        raise ValueError("samples contains non-finite values (NaN or inf)")
     if not arrays or any(s.ndim < 1 or s.shape[0] < 1 for s in arrays):
         raise ValueError("samples must be a non-empty sequence of arrays with >= 1 draw each")
     seed = _checks.seed_key(seed)

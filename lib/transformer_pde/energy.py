@@ -177,8 +177,9 @@ def energy_balance(z: ArrayLike, t: ArrayLike, A: ArrayLike) -> NDArray[np.float
     ----------
     geshkovski2025mathematical, sander2022sinkformers
     """
-    z = np.asarray(z, dtype=float)
-    t = np.asarray(t, dtype=float)
+    z, t = _checks.real_array(z, "z"), _checks.real_array(t, "t")
+    if not (np.all(np.isfinite(z)) and np.all(np.isfinite(t))):
+        raise ValueError("z and t must be finite (no NaN or inf)")
     if z.ndim != 3 or t.ndim != 1 or len(t) != len(z):
         raise ValueError("z must have shape (T, n, d) and t shape (T,)")
     if len(t) < 3 or len(t) % 2 == 0:
@@ -308,7 +309,7 @@ def energy_identity_gap(Z0: ArrayLike, times: ArrayLike, A: ArrayLike, *,
     """
     from scipy.integrate import solve_ivp
 
-    Z0 = np.asarray(Z0, dtype=np.float64)
+    Z0 = _checks.real_array(Z0, "Z0")
     if Z0.ndim != 3 or 0 in Z0.shape or not np.all(np.isfinite(Z0)):
         raise ValueError(f"Z0 must be a finite array of shape (k, n, d), got {Z0.shape}")
     k, n, d = Z0.shape

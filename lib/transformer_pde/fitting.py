@@ -16,6 +16,8 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike
 
+from . import _checks
+
 __all__ = ["PowerLawFit", "fit_power_law", "JackknifeExponent", "jackknife_exponent",
            "JackknifeDifference", "jackknife_difference", "LogErrorRate", "log_error_rate"]
 
@@ -37,8 +39,8 @@ def fit_power_law(x: ArrayLike, y: ArrayLike) -> PowerLawFit:
     Returns a :class:`PowerLawFit` ``(exponent, prefactor, stderr)``; ``x`` and ``y`` must be
     positive, finite, of the same length (at least 2) with at least two distinct ``x``.
     """
-    x = np.asarray(x, dtype=np.float64).ravel()
-    y = np.asarray(y, dtype=np.float64).ravel()
+    x = _checks.real_array(x, "x").ravel()
+    y = _checks.real_array(y, "y").ravel()
     if x.shape != y.shape or x.size < 2:
         raise ValueError(f"x and y must have the same length >= 2, got {x.size} and {y.size}")
     for name, arr in (("x", x), ("y", y)):
@@ -97,8 +99,8 @@ def jackknife_exponent(x: ArrayLike, Y: ArrayLike) -> JackknifeExponent:
     Y : array (S, m)
         Positive measurements, ``S >= 2`` replicates.
     """
-    x = np.asarray(x, dtype=np.float64)
-    Y = np.asarray(Y, dtype=np.float64)
+    x = _checks.real_array(x, "x")
+    Y = _checks.matrix(Y, "Y")
     if x.ndim != 1 or x.size < 2:
         raise ValueError(f"x must be a 1-D array of length >= 2, got shape {x.shape}")
     if Y.ndim != 2 or Y.shape[1] != x.size or Y.shape[0] < 2:
@@ -203,13 +205,15 @@ def log_error_rate(sizes: ArrayLike, squared_errors: Sequence[ArrayLike]) -> Log
 
     Returns a :class:`LogErrorRate` ``(exponent, stderr, dof)``.
     """
-    n = np.asarray(sizes, dtype=np.float64)
+    n = _checks.real_array(sizes, "sizes")
+    if not isinstance(squared_errors, (Sequence, np.ndarray)) or isinstance(squared_errors, str):
+        raise ValueError(f"squared_errors must be a sequence of arrays, got {squared_errors!r}")
     if n.ndim != 1 or n.size < 2 or not np.all(np.isfinite(n)) or np.any(n <= 0):
         raise ValueError(f"sizes must be a 1-D array of at least 2 positive sizes, got {sizes!r}")
     if len(squared_errors) != n.size:
         raise ValueError(f"squared_errors must hold one array of draws per size ({n.size}), "
                          f"got {len(squared_errors)}")
-    errs = [np.asarray(e, dtype=np.float64).ravel() for e in squared_errors]
+    errs = [_checks.real_array(e, "squared_errors").ravel() for e in squared_errors]
     if any(e.size < 1 or not np.all(np.isfinite(e)) or np.any(e <= 0) for e in errs):
         raise ValueError("squared_errors must be positive and finite, at least one draw a size")
     x = np.concatenate([np.full(e.size, np.log(nk)) for nk, e in zip(n, errs, strict=True)])

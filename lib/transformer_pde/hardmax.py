@@ -33,7 +33,7 @@ __all__ = [
 
 
 def _stochastic(P, name="P"):
-    P = np.asarray(P, dtype=np.float64)
+    P = _checks.real_array(P, name)
     if P.ndim < 2 or P.shape[-1] != P.shape[-2] or 0 in P.shape or not np.all(np.isfinite(P)):
         raise ValueError(f"{name} must be a finite array of square matrices (..., n, n), "
                          f"got shape {P.shape}")
@@ -209,7 +209,7 @@ def hardmax_flow(Z0: ArrayLike, A: ArrayLike, times: ArrayLike, *, margin: float
         raise ValueError("A must be symmetric")
     if np.linalg.eigvalsh(A)[0] <= 0:
         raise ValueError("A must be positive definite")
-    t = np.asarray(times, dtype=np.float64)
+    t = _checks.real_array(times, "times")
     if t.ndim != 1 or not np.all(np.isfinite(t)) or np.any(t < 0):
         raise ValueError("times must be a finite 1-D array of times >= 0")
     margin = _checks.nonnegative_float(margin, "margin")
@@ -278,28 +278,27 @@ def hardmax_deviation(W: ArrayLike, times: ArrayLike, P: ArrayLike, target: Arra
         The left and right sides at ``times[start:]``: zero for leaders, NaN for the tokens not
         in ``rows``.
     """
-    W = np.asarray(W, dtype=np.float64)
+    W = _checks.real_array(W, "W")
     if W.ndim == 2:
         W = W[..., None]
-    t = np.asarray(times, dtype=np.float64)
+    t = _checks.real_array(times, "times")
     P = _stochastic(P)
     m, n = W.shape[:2]
     if W.ndim != 3 or t.shape != (m,) or P.shape != (m, n, n) or not np.all(np.isfinite(W)):
         raise ValueError(f"W (m, n[, k]), times (m,) and P (m, n, n) must agree, got "
                          f"{W.shape}, {t.shape}, {P.shape}")
     target = np.asarray(target)
-    if target.shape != (n,) or not np.all((target >= 0) & (target < n)):
+    if target.dtype.kind not in "iu" or target.shape != (n,) \
+            or not np.all((target >= 0) & (target < n)):
         raise ValueError(f"target must be n = {n} indices, got {target!r}")
     rows = np.arange(n) if rows is None else np.asarray(rows, dtype=int)
     if rows.ndim != 1 or not np.all((rows >= 0) & (rows < n)):
         raise ValueError(f"rows must be indices of tokens, got {rows!r}")
     if not np.array_equal(target[target[rows]], target[rows]):
         raise ValueError("target must map every token of rows to a leader that attends to itself")
-    lam = float(lam)
-    if not np.isfinite(lam):
-        raise ValueError(f"lam must be finite, got {lam!r}")
+    lam = _checks.finite_float(lam, "lam")
     accuracy = _checks.nonnegative_float(accuracy, "accuracy")
-    start = int(start)
+    start = _checks.seed(start, "start")  # a non-negative integer
     if not 0 <= start < m:
         raise ValueError(f"start must be an index of times, got {start}")
     W, t, P = W[start:], t[start:] - t[start], P[start:]
@@ -394,7 +393,7 @@ def integrate_until_settled(Z0: ArrayLike, times: ArrayLike, A: ArrayLike,
         ``start`` (index of :math:`t_0`, ``None`` if the run did not settle by ``cap``),
         ``stop`` (index of :math:`t_0 + window`), ``target`` (the leader map).
     """
-    Z0 = np.asarray(Z0, dtype=np.float64)
+    Z0 = _checks.real_array(Z0, "Z0")
     if Z0.ndim != 3:
         raise ValueError(f"Z0 must have shape (k, n, d), got {Z0.shape}")
     d = Z0.shape[2]
@@ -402,7 +401,7 @@ def integrate_until_settled(Z0: ArrayLike, times: ArrayLike, A: ArrayLike,
     A = _checks.matrix(A, "A", shape=(d, d))
     modes = [(np.eye(d), 1.0)] if modes is None else [
         (_checks.matrix(Phi, "Phi", cols=d), float(lam)) for Phi, lam in modes]
-    t = np.asarray(times, dtype=np.float64)
+    t = _checks.real_array(times, "times")
     h = t[1] - t[0] if t.size > 1 else 0.0
     if t.ndim != 1 or t.size < 2 or t[0] != 0 or not np.allclose(np.diff(t), h):
         raise ValueError("times must be a uniform grid from 0")

@@ -383,7 +383,7 @@ def weight_tail_exponents(rho: ArrayLike) -> tuple[float | NDArray[np.float64],
     ----------
     :cite:`castin2025unified`
     """
-    rho = np.asarray(rho, dtype=float)
+    rho = _checks.real_array(rho, "rho")
     if not np.all(np.isfinite(rho)) or np.any(rho <= 0):
         raise ValueError("rho must be positive and finite")
     gamma_w, gamma_k, gamma_e = 0.5 + np.sqrt(rho**-2 + 0.25), 1 + rho**-2, 1 / rho
@@ -502,12 +502,14 @@ def meanfield_errors(A: ArrayLike, V: ArrayLike, alpha: ArrayLike, Sigma: ArrayL
 
 
 def _squared_errors(sizes, squared_errors):
-    n = np.asarray(sizes, dtype=float)
+    n = _checks.real_array(sizes, "sizes")
+    if not isinstance(squared_errors, (Sequence, np.ndarray)) or isinstance(squared_errors, str):
+        raise ValueError(f"squared_errors must be a sequence of arrays, got {squared_errors!r}")
     if n.ndim != 1 or n.size < 2 or np.any(n <= 0) or np.any(np.diff(n) <= 0):
         raise ValueError("sizes must be an increasing 1-D array of at least 2 positive sizes")
     if len(squared_errors) != n.size:
         raise ValueError("squared_errors must have one array of draws per size")
-    errs = [np.asarray(e, dtype=float) for e in squared_errors]
+    errs = [_checks.real_array(e, "squared_errors") for e in squared_errors]
     if any(e.ndim != 1 or e.size < 2 or not np.all(np.isfinite(e)) or np.any(e < 0)
            for e in errs):
         raise ValueError("squared_errors must hold finite, non-negative arrays of >= 2 draws")
@@ -765,9 +767,8 @@ def scaled_error_test(sizes: ArrayLike, squared_errors: ArrayLike, limit: float)
     summary = error_summary(n, errs)
     mean = float(summary.scaled_mean.mean())
     se = float(np.sqrt(np.sum(summary.scaled_stderr**2)) / n.size)
-    limit = float(limit)
-    if np.isnan(limit) or limit <= 0:
-        raise ValueError(f"limit must be positive (or inf), got {limit}")
+    if not (isinstance(limit, (float, np.floating)) and limit == np.inf):
+        limit = _checks.positive_float(limit, "limit")  # or inf
     z_limit = (mean - limit) / se if np.isfinite(limit) else float("nan")
     R = min(e.size for e in errs)
     fit = rms_error_rate(n, np.array([e[:R] for e in errs]))

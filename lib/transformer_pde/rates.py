@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike
 
+from . import _checks
 from .fitting import fit_power_law
 
 __all__ = ["JackknifeFit", "jackknife_exponent", "decay_rate", "first_time_below"]
@@ -32,13 +33,15 @@ class JackknifeFit(NamedTuple):
 
 
 def _times_values(times, values, name):
-    t = np.asarray(times, dtype=np.float64)
-    v = np.asarray(values, dtype=np.float64)
+    t = _checks.real_array(times, "times")
+    v = _checks.real_array(values, name)
     if t.ndim != 1 or v.shape != t.shape:
         raise ValueError(f"times and {name} must be 1-D arrays of the same length, got shapes "
                          f"{t.shape} and {v.shape}")
     if not np.all(np.isfinite(t)) or np.any(np.diff(t) <= 0):
         raise ValueError("times must be finite and strictly increasing")
+    if not np.all(np.isfinite(v)):
+        raise ValueError(f"{name} contains non-finite values (NaN or inf)")
     return t, v
 
 
@@ -74,8 +77,8 @@ def jackknife_exponent(x: ArrayLike, replicates: ArrayLike, *,
     JackknifeFit
         ``(exponent, stderr)``.
     """
-    x = np.asarray(x, dtype=np.float64)
-    Y = np.asarray(replicates, dtype=np.float64)
+    x = _checks.real_array(x, "x")
+    Y = _checks.matrix(replicates, "replicates")
     if x.ndim != 1 or Y.ndim != 2 or Y.shape[0] != x.size:
         raise ValueError(f"replicates must have shape (len(x), m), got {Y.shape} for "
                          f"len(x) = {x.size}")
@@ -100,6 +103,7 @@ def decay_rate(times: ArrayLike, distances: ArrayLike, *, high: float = 1e-4,
     observed).
     """
     t, v = _times_values(times, distances, "distances")
+    high, low = _checks.positive_float(high, "high"), _checks.positive_float(low, "low")
     if not (0 < low < high):
         raise ValueError(f"need 0 < low < high, got low = {low}, high = {high}")
     start = np.flatnonzero(v < high)
@@ -116,5 +120,6 @@ def decay_rate(times: ArrayLike, distances: ArrayLike, *, high: float = 1e-4,
 def first_time_below(times: ArrayLike, values: ArrayLike, threshold: float) -> float:
     """First sampled time with ``values < threshold`` (``inf`` if never)."""
     t, v = _times_values(times, values, "values")
+    threshold = _checks.finite_float(threshold, "threshold")
     below = np.flatnonzero(v < threshold)
     return float(t[below[0]]) if below.size else float("inf")

@@ -114,10 +114,10 @@ def pooled_z_scores(ns: ArrayLike, samples: ArrayLike, target: ArrayLike) -> Poo
     ----------
     :cite:`castin2025unified`
     """
-    n = np.asarray(ns, dtype=np.float64)
+    n = _checks.real_array(ns, "ns")
     if n.ndim != 1 or n.size < 1 or not np.all(np.isfinite(n)) or np.any(n <= 0):
         raise ValueError(f"ns must be a 1-D array of positive sample sizes, got {ns!r}")
-    s = np.asarray(samples, dtype=np.float64)
+    s = _checks.real_array(samples, "samples")
     if s.ndim != 3 or s.shape[0] != n.size:
         raise ValueError(f"samples must have shape (len(ns), R, m) = ({n.size}, R, m), "
                          f"got {s.shape}")
@@ -125,7 +125,7 @@ def pooled_z_scores(ns: ArrayLike, samples: ArrayLike, target: ArrayLike) -> Poo
         raise ValueError("samples needs at least 2 replicates in all")
     if not np.all(np.isfinite(s)):
         raise ValueError("samples must be finite")
-    t = np.asarray(target, dtype=np.float64)
+    t = _checks.real_array(target, "target")
     if t.shape != (s.shape[2],) or not np.all(np.isfinite(t)):
         raise ValueError(f"target must be a finite array of shape ({s.shape[2]},), got {t.shape}")
     K, R, _ = s.shape

@@ -56,7 +56,7 @@ def gronwall_rate(a: ArrayLike, v: ArrayLike, R: ArrayLike,
     p = _checks.float_at_least(p, "p", 1.0)
     arrays = []
     for value, name in ((a, "a"), (v, "v"), (R, "R")):
-        arr = np.asarray(value, dtype=float)
+        arr = _checks.real_array(value, name)
         if not np.all(np.isfinite(arr)) or np.any(arr < 0):
             raise ValueError(f"{name} must be finite and non-negative")
         arrays.append(arr)
@@ -112,7 +112,8 @@ def flow_jacobian(A: ArrayLike, V: ArrayLike, X0: ArrayLike, times: ArrayLike, *
     """
     X0 = _checks.points(X0, "X0")
     n, d = X0.shape
-    times = np.asarray(times, dtype=float)
+    times = _checks.real_array(times, "times")
+    rtol, atol = _checks.positive_float(rtol, "rtol"), _checks.nonnegative_float(atol, "atol")
     if times.ndim != 1 or times.size < 2 or not np.all(np.isfinite(times)) \
             or np.any(np.diff(times) <= 0):
         raise ValueError("times must be a finite, strictly increasing 1-D array of length >= 2")
@@ -173,7 +174,7 @@ def heads_growth_rate(Vs: ArrayLike, n_angles: int = 4096) -> float:
 
 def support_radius(trajectory: ArrayLike) -> NDArray[np.float64]:
     r"""Support radius :math:`R(t) = \max_i |x_i(t)|` of a trajectory of shape ``(m, n, d)``."""
-    traj = np.asarray(trajectory, dtype=float)
+    traj = _checks.real_array(trajectory, "trajectory")
     if traj.ndim != 3 or not np.all(np.isfinite(traj)):
         raise ValueError(f"trajectory must be a finite array (m, n, d), got shape {traj.shape}")
     return np.linalg.norm(traj, axis=-1).max(axis=-1)
@@ -206,9 +207,7 @@ def cumulative_integral(g: Callable[[float], float], times: ArrayLike) -> NDArra
     10-point Gauss-Legendre quadrature on each interval :math:`[t_{k-1}, t_k]` (exact for
     polynomials of degree 19). ``g`` is a scalar function of one time.
     """
-    times = np.asarray(times, dtype=float)
-    if times.ndim != 1 or times.size < 2 or np.any(np.diff(times) <= 0):
-        raise ValueError("times must be a strictly increasing 1-D array of length >= 2")
+    times = _checks.increasing_times(times, "times")
     a, b = times[:-1, None], times[1:, None]
     nodes = (a + b) / 2 + (b - a) / 2 * _GL_NODES
     values = np.array([[g(s) for s in row] for row in nodes])
@@ -243,9 +242,7 @@ def log_gronwall_constant(As: Callable[[float], ArrayLike], Vs: Callable[[float]
     """
     R0 = _checks.positive_float(R0, "R0")
     refine = _checks.positive_int(refine, "refine")
-    times = np.asarray(times, dtype=float)
-    if times.ndim != 1 or times.size < 2 or np.any(np.diff(times) <= 0):
-        raise ValueError("times must be a strictly increasing 1-D array of length >= 2")
+    times = _checks.increasing_times(times, "times")
     heads = np.ndim(Vs(times[0])) == 3
 
     def rate_of_support(t):

@@ -36,6 +36,8 @@ import numpy as np
 import sympy as sp
 from numpy.typing import ArrayLike
 
+from . import _checks
+
 __all__ = [
     "symbol_matrix",
     "symmetric_symbol_matrix",
@@ -83,7 +85,8 @@ def symbol_matrix(name: str, rows: int, cols: int | None = None) -> sp.Matrix:
     ----------
     :cite:`meurer2017sympy`
     """
-    cols = rows if cols is None else cols
+    rows = _checks.positive_int(rows, "rows")
+    cols = rows if cols is None else _checks.positive_int(cols, "cols")
     return sp.Matrix(rows, cols, lambda i, j: sp.Symbol(f"{name}_{i + 1}{j + 1}", real=True))
 
 
@@ -110,6 +113,7 @@ def symmetric_symbol_matrix(name: str, d: int) -> sp.Matrix:
     ----------
     :cite:`meurer2017sympy`
     """
+    d = _checks.positive_int(d, "d")
     return sp.Matrix(d, d, lambda i, j: sp.Symbol(f"{name}_{min(i, j) + 1}{max(i, j) + 1}",
                                                   real=True))
 
@@ -138,6 +142,7 @@ def symbol_vector(name: str, d: int) -> sp.Matrix:
     ----------
     :cite:`meurer2017sympy`
     """
+    d = _checks.positive_int(d, "d")
     return sp.Matrix(d, 1, lambda i, _: sp.Symbol(f"{name}_{i + 1}", real=True))
 
 
@@ -364,6 +369,7 @@ def softmax_reweighting(d: int = 2) -> dict[str, Any]:
     ----------
     :cite:`castin2025unified,meurer2017sympy`
     """
+    d = _checks.positive_int(d, "d")
     Sigma = symmetric_symbol_matrix("s", d)
     A = symbol_matrix("a", d)
     alpha, x, y = symbol_vector("alpha", d), symbol_vector("x", d), symbol_vector("y", d)
@@ -407,6 +413,7 @@ def l2_reweighting(d: int = 2, k: int = 2) -> dict[str, Any]:
     ----------
     :cite:`castin2025unified,kim2021lipschitz,meurer2017sympy`
     """
+    d, k = _checks.positive_int(d, "d"), _checks.positive_int(k, "k")
     Sigma = symmetric_symbol_matrix("s", d)
     Q, K = symbol_matrix("q", k, d), symbol_matrix("k", k, d)
     alpha, x, y = symbol_vector("alpha", d), symbol_vector("x", d), symbol_vector("y", d)
@@ -462,6 +469,7 @@ def softmax_moment_odes(d: int = 2) -> dict[str, Any]:
     ----------
     :cite:`castin2025unified,meurer2017sympy`
     """
+    d = _checks.positive_int(d, "d")
     rw = softmax_reweighting(d)
     s = dict(rw["symbols"])
     V = symbol_matrix("v", d)
@@ -506,6 +514,7 @@ def l2_moment_odes(d: int = 2, k: int = 2) -> dict[str, Any]:
     ----------
     :cite:`castin2025unified,kim2021lipschitz,meurer2017sympy`
     """
+    d, k = _checks.positive_int(d, "d"), _checks.positive_int(k, "k")
     rw = l2_reweighting(d, k)
     s = dict(rw["symbols"])
     V = symbol_matrix("v", d)
@@ -552,6 +561,7 @@ def multihead_moment_odes(d: int = 2, heads: int = 2) -> dict[str, Any]:
     ----------
     :cite:`castin2025unified,meurer2017sympy`
     """
+    d, heads = _checks.positive_int(d, "d"), _checks.positive_int(heads, "heads")
     Sigma = symmetric_symbol_matrix("s", d)
     alpha, x, y = symbol_vector("alpha", d), symbol_vector("x", d), symbol_vector("y", d)
     As = [symbol_matrix(f"a{h + 1}", d) for h in range(heads)]

@@ -83,7 +83,10 @@ def disk_grid(radius: float, rings: int, center: ArrayLike = (0.0, 0.0)) -> NDAr
 def _gaussian_problem(A, V, alpha, Sigma):
     alpha, Sigma = _checks.gaussian(alpha, Sigma)
     d = alpha.shape[0]
-    return (_checks.matrix(A, "A", (d, d)), _checks.matrix(V, "V", cols=d), alpha, Sigma)
+    V = _checks.matrix(V, "V", cols=d)
+    if V.shape[0] < 1:
+        raise ValueError(f"V must have at least one row, got shape {V.shape}")
+    return _checks.matrix(A, "A", (d, d)), V, alpha, Sigma
 
 
 def fluctuation_covariance(A: ArrayLike, V: ArrayLike, alpha: ArrayLike, Sigma: ArrayLike,
@@ -360,7 +363,7 @@ def moment_exponent(rho: ArrayLike) -> float | NDArray[np.float64]:
     ----------
     :cite:`bohbot2026token`
     """
-    r = np.asarray(rho, dtype=np.float64)
+    r = _checks.real_array(rho, "rho")
     if not np.all(np.isfinite(r)) or np.any(r < 0):
         raise ValueError(f"rho must be non-negative and finite, got {rho!r}")
     b = 0.5 / (1.0 + r**2)

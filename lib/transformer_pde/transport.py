@@ -165,7 +165,7 @@ def wasserstein(X: ArrayLike, Y: ArrayLike, *, weights_x: ArrayLike | None = Non
 
 def sliced_wasserstein(X: ArrayLike, Y: ArrayLike, *, weights_x: ArrayLike | None = None,
                        weights_y: ArrayLike | None = None, p: float = 2, n_projections: int = 200,
-                       seed: int | Sequence[int] = 0) -> float:
+                       seed: int | Sequence[int] | np.random.Generator = 0) -> float:
     r"""Sliced Wasserstein distance :math:`SW_p(\mu, \nu)`, a Monte Carlo estimate.
 
     .. math::
@@ -213,7 +213,8 @@ def sliced_wasserstein(X: ArrayLike, Y: ArrayLike, *, weights_x: ArrayLike | Non
     X, Y, a, b = _two_measures(X, Y, weights_x, weights_y)
     p = _order(p)
     n_projections = _checks.positive_int(n_projections, "n_projections")
-    rng = np.random.default_rng(seed)
+    rng = seed if isinstance(seed, np.random.Generator) else \
+        np.random.default_rng(_checks.seed_key(seed))
     theta = rng.standard_normal((X.shape[1], n_projections))
     theta /= np.linalg.norm(theta, axis=0, keepdims=True)
     return float(ot.sliced_wasserstein_distance(X, Y, a, b, p=p, projections=theta))

@@ -106,6 +106,9 @@ def random_parameters(gen: np.random.Generator, d: int = 2, heads: int = 2, *,
     """
     d = _checks.positive_int(d, "d")
     heads = _checks.positive_int(heads, "heads")
+    qk_scale = _checks.finite_float(qk_scale, "qk_scale")
+    v_scale = _checks.finite_float(v_scale, "v_scale")
+    head_v_scale = _checks.finite_float(head_v_scale, "head_v_scale")
     Q0, Q1, K0, K1 = (_gaussian_matrix(gen, (d, d), qk_scale) for _ in range(4))
     V0, V1 = (_gaussian_matrix(gen, (d, d), v_scale) for _ in range(2))
     Qh, Kh = (_gaussian_matrix(gen, (heads, d, d), qk_scale) for _ in range(2))
@@ -218,6 +221,7 @@ def support_rate(name: str, P: dict[str, Any], t: float) -> float:
     ----------
     :cite:`castin2025unified`
     """
+    t = _checks.finite_float(t, "t")
     if name == "multihead":
         return heads_growth_rate(P["Vs"](t))
     if name not in VARIANTS:
@@ -327,12 +331,13 @@ def gaussian_moments(name: str, P: dict[str, Any], alpha0: ArrayLike, Sigma0: Ar
     if name not in _MOMENT_RHS:
         raise ValueError(f"name must be one of {tuple(_MOMENT_RHS)}, got {name!r}")
     rhs, keys = _MOMENT_RHS[name]
-    alpha0 = np.asarray(alpha0, dtype=float)
+    alpha0 = _checks.real_array(alpha0, "alpha0")
     Sigma0 = _checks.matrix(Sigma0, "Sigma0", square=True)
+    if alpha0.shape != (Sigma0.shape[0],) or not np.all(np.isfinite(alpha0)):
+        raise ValueError(f"alpha0 must be a finite array of shape ({Sigma0.shape[0]},), "
+                         f"got shape {alpha0.shape}")
     d = alpha0.shape[0]
-    times = np.asarray(times, dtype=float)
-    if times.ndim != 1 or times.size < 2 or np.any(np.diff(times) <= 0):
-        raise ValueError("times must be a strictly increasing 1-D array of length >= 2")
+    times = _checks.increasing_times(times, "times")
 
     def f(t, y):
         dalpha, dSigma = rhs(y[:d], y[d:].reshape(d, d), *(P[k](t) for k in keys))
@@ -504,6 +509,8 @@ def moderate_interaction(P: dict[str, Any], alpha0: ArrayLike, Sigma0: ArrayLike
     :cite:`castin2025unified`
     """
     rho_max = _checks.positive_float(rho_max, "rho_max")
+    if isinstance(scales, (str, bytes)) or not hasattr(scales, "__iter__"):
+        raise ValueError(f"scales must be an iterable of positive factors, got {scales!r}")
     scales = [_checks.positive_float(c, "scales") for c in scales]
     if not scales:
         raise ValueError("scales must hold at least one positive factor")
@@ -631,7 +638,8 @@ def particle_moment_errors(name: str, P: dict[str, Any], alpha0: ArrayLike, Sigm
     """
     if name not in _MOMENT_RHS:
         raise ValueError(f"name must be one of {tuple(_MOMENT_RHS)}, got {name!r}")
-    alpha0, Sigma0 = _checks.gaussian(alpha0, Sigma0)
+    alpha0, Sigma0 = _checks.moments(alpha0, Sigma0, "alpha0", "Sigma0")
+    alpha0, Sigma0 = _checks.gaussian(alpha0, Sigma0)  # positive definite
     sizes = [_checks.positive_int(n, "sizes") for n in np.atleast_1d(sizes)]
     draws = _checks.positive_int(draws, "draws")
     T = _checks.positive_float(T, "T")
@@ -710,6 +718,8 @@ def sample_distances(clouds: Sequence[ArrayLike], alpha: ArrayLike, Sigma: Array
     from . import draws as _draws
 
     alpha, Sigma = _checks.gaussian(alpha, Sigma)
+    if isinstance(clouds, (str, bytes)) or not hasattr(clouds, "__iter__"):
+        raise ValueError(f"clouds must be a sequence of point clouds, got {clouds!r}")
     arrays = [_checks.points(X, "clouds") for X in clouds]
     if any(X.shape[1] != alpha.size for X in arrays):
         raise ValueError(f"clouds must have {alpha.size} columns, like alpha")

@@ -61,8 +61,12 @@ def affine_moments_rhs(M: ArrayLike, b: ArrayLike, alpha: ArrayLike,
     ----------
     :cite:`castin2025unified`
     """
-    M, b = np.asarray(M, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    alpha, Sigma = np.asarray(alpha, dtype=np.float64), np.asarray(Sigma, dtype=np.float64)
+    alpha, b = _checks.real_array(alpha, "alpha"), _checks.real_array(b, "b")
+    d = alpha.size
+    for name, x, shape in (("alpha", alpha, (d,)), ("b", b, (d,))):
+        if d < 1 or x.shape != shape or not np.all(np.isfinite(x)):
+            raise ValueError(f"{name} must be a finite array of shape {shape}, got {x.shape}")
+    M, Sigma = _checks.matrix(M, "M", shape=(d, d)), _checks.matrix(Sigma, "Sigma", shape=(d, d))
     MS = M @ Sigma
     return M @ alpha + b, MS + MS.T
 
@@ -351,7 +355,7 @@ def sinkhorn_plan_cross_covariance(Sigma: ArrayLike, Q: ArrayLike, K: ArrayLike,
     ----------
     :cite:`janati2020entropic,mallasto2022entropy,castin2025unified`
     """
-    Sigma = _checks.moments(np.zeros(np.shape(Sigma)[0]), Sigma)[1]
+    Sigma = _checks.covariance(Sigma, "Sigma")
     Q, K = _checks.query_key(Q, K, Sigma.shape[0])
     epsilon = _checks.positive_float(epsilon, "epsilon")
     c = 2.0 / epsilon
@@ -549,7 +553,7 @@ def sinkhorn_rhs_published(Sigma: ArrayLike, Q: ArrayLike, K: ArrayLike,
     ----------
     :cite:`castin2025unified`
     """
-    Sigma = _checks.moments(np.zeros(np.shape(Sigma)[0]), Sigma)[1]
+    Sigma = _checks.covariance(Sigma, "Sigma")
     d = Sigma.shape[0]
     Q, K = _checks.query_key(Q, K, d)
     V = _checks.matrix(V, "V", shape=(d, d))
@@ -739,7 +743,7 @@ def softmax_identity_blowup_time(Sigma0: ArrayLike, A: ArrayLike) -> float:
     ----------
     :cite:`castin2025unified`
     """
-    Sigma0 = _checks.moments(np.zeros(np.shape(Sigma0)[0]), Sigma0, Sigma_name="Sigma0")[1]
+    Sigma0 = _checks.covariance(Sigma0, "Sigma0")
     S12 = psd_sqrt(Sigma0)
     lams = np.linalg.eigvalsh(S12 @ _sym_part(A, Sigma0.shape[0]) @ S12)
     lam = lams[-1]
@@ -790,7 +794,7 @@ def softmax_identity_covariance(Sigma0: ArrayLike, A: ArrayLike,
     ----------
     :cite:`castin2025unified`
     """
-    Sigma0 = _checks.moments(np.zeros(np.shape(Sigma0)[0]), Sigma0, Sigma_name="Sigma0")[1]
+    Sigma0 = _checks.covariance(Sigma0, "Sigma0")
     d = Sigma0.shape[0]
     S12 = psd_sqrt(Sigma0)
     N = S12 @ _sym_part(A, d) @ S12
@@ -851,7 +855,8 @@ def softmax_identity_limit(Sigma0: ArrayLike, A: ArrayLike, *,
     ----------
     :cite:`castin2025unified`
     """
-    Sigma0 = _checks.moments(np.zeros(np.shape(Sigma0)[0]), Sigma0, Sigma_name="Sigma0")[1]
+    Sigma0 = _checks.covariance(Sigma0, "Sigma0")
+    rank_tol = _checks.nonnegative_float(rank_tol, "rank_tol")
     d = Sigma0.shape[0]
     As = _sym_part(A, d)
     lam_A = np.linalg.eigvalsh(As)
@@ -901,9 +906,9 @@ def cone_coordinates(Sigma: ArrayLike) -> NDArray[np.float64]:
     ----------
     :cite:`castin2025unified`
     """
-    S = np.asarray(Sigma, dtype=np.float64)
-    if S.ndim < 2 or S.shape[-2:] != (2, 2):
-        raise ValueError(f"Sigma must have shape (..., 2, 2), got {S.shape}")
+    S = _checks.real_array(Sigma, "Sigma")
+    if S.ndim < 2 or S.shape[-2:] != (2, 2) or not np.all(np.isfinite(S)):
+        raise ValueError(f"Sigma must be a finite array of shape (..., 2, 2), got {S.shape}")
     return np.stack([S[..., 0, 0] - S[..., 1, 1], S[..., 0, 1] + S[..., 1, 0],
                      S[..., 0, 0] + S[..., 1, 1]], axis=-1)
 
@@ -936,13 +941,13 @@ def covariance_from_cone(u: float, w: float, v: float) -> NDArray[np.float64]:
     ----------
     :cite:`castin2025unified`
     """
-    u, w, v = (float(z) for z in (u, w, v))
+    u, w, v = (_checks.finite_float(z, name) for z, name in ((u, "u"), (w, "w"), (v, "v")))
     if not np.all(np.isfinite([u, w, v])):
         raise ValueError("u, w, v must be finite")
     return np.array([[(v + u) / 2, w / 2], [w / 2, (v - u) / 2]])
 
 
-def softmax_lyapunov(Sigma: ArrayLike, V: ArrayLike) -> float:
+def softmax_lyapunov(Sigma: ArrayLike, V: ArrayLike) -> NDArray[np.float64]:
     r"""The Lyapunov function :math:`\operatorname{tr}(V^{-1}\Sigma)` of softmax attention.
 
     For :math:`V` symmetric positive definite and :math:`A_s = \tfrac12(A + A^\top) = -P
@@ -966,8 +971,9 @@ def softmax_lyapunov(Sigma: ArrayLike, V: ArrayLike) -> float:
 
     Returns
     -------
-    float or array
-        :math:`\operatorname{tr}(V^{-1}\Sigma)`, of shape ``Sigma.shape[:-2]``.
+    array
+        :math:`\operatorname{tr}(V^{-1}\Sigma)`, of shape ``Sigma.shape[:-2]`` (a 0-d array for
+        a single ``(d, d)`` covariance).
 
     Raises
     ------
@@ -984,9 +990,9 @@ def softmax_lyapunov(Sigma: ArrayLike, V: ArrayLike) -> float:
     ----------
     :cite:`castin2025unified`
     """
-    S = np.asarray(Sigma, dtype=np.float64)
-    if S.ndim < 2 or S.shape[-1] != S.shape[-2]:
-        raise ValueError(f"Sigma must have shape (..., d, d), got {S.shape}")
+    S = _checks.real_array(Sigma, "Sigma")
+    if S.ndim < 2 or S.shape[-1] != S.shape[-2] or not np.all(np.isfinite(S)):
+        raise ValueError(f"Sigma must be a finite array of shape (..., d, d), got {S.shape}")
     d = S.shape[-1]
     V = _checks.matrix(V, "V", shape=(d, d))
     if np.linalg.norm(V - V.T) > _checks.SYMMETRY_TOL * np.linalg.norm(V):

@@ -124,7 +124,7 @@ def replicate_z_scores(samples: ArrayLike, target: ArrayLike) -> NDArray[np.floa
     s = _checks.points(samples, "samples")
     if s.shape[0] < 2:
         raise ValueError(f"samples needs at least 2 replicates (rows), got {s.shape[0]}")
-    t = np.asarray(target, dtype=np.float64)
+    t = _checks.real_array(target, "target")
     if t.shape != (s.shape[1],) or not np.all(np.isfinite(t)):
         raise ValueError(f"target must be a finite array of shape ({s.shape[1]},), got {t.shape}")
     se = s.std(axis=0, ddof=1) / np.sqrt(s.shape[0])
@@ -191,8 +191,8 @@ def rms_error_rate(ns: ArrayLike, squared_errors: ArrayLike) -> PowerLawFit:
     ----------
     :cite:`castin2025unified`
     """
-    n = np.asarray(ns, dtype=np.float64)
-    e = np.asarray(squared_errors, dtype=np.float64)
+    n = _checks.real_array(ns, "ns")
+    e = _checks.real_array(squared_errors, "squared_errors")
     if n.ndim != 1 or n.size < 2 or not np.all(np.isfinite(n)) or np.any(n <= 0):
         raise ValueError(f"ns must be a 1-D array of at least 2 positive sizes, got {n!r}")
     if np.ptp(np.log(n)) == 0:
@@ -248,8 +248,8 @@ def moment_vector(dalpha: ArrayLike, dSigma: ArrayLike) -> NDArray[np.float64]:
     ----------
     :cite:`castin2025unified`
     """
-    a = np.asarray(dalpha, dtype=np.float64)
-    if a.ndim != 1:
+    a = _checks.real_array(dalpha, "dalpha")
+    if a.ndim != 1 or a.size < 1 or not np.all(np.isfinite(a)):
         raise ValueError(f"dalpha must be a 1-D array of shape (d,), got shape {a.shape}")
     S = _checks.matrix(dSigma, "dSigma", shape=(a.size, a.size))
     return np.concatenate([a, S[np.triu_indices(a.size)]])
@@ -356,8 +356,10 @@ def relative_squared_errors(samples: ArrayLike, target: ArrayLike) -> NDArray[np
     ----------
     :cite:`castin2025unified`
     """
-    s = np.asarray(samples, dtype=np.float64)
-    t = np.asarray(target, dtype=np.float64)
+    s = _checks.real_array(samples, "samples")
+    t = _checks.real_array(target, "target")
+    if not (np.all(np.isfinite(s)) and np.all(np.isfinite(t))):
+        raise ValueError("samples and target must be finite (no NaN or inf)")
     if t.ndim != 1 or s.ndim < 1 or s.shape[-1] != t.size:
         raise ValueError(f"target must have shape (m,) with m = samples.shape[-1], "
                          f"got {t.shape} and {s.shape}")

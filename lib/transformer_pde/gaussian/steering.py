@@ -86,7 +86,7 @@ class Steering(NamedTuple):
 
 
 def _precision(Sigma, name):
-    Sigma = _checks.moments(np.zeros(np.shape(Sigma)[0]), Sigma, Sigma_name=name)[1]
+    Sigma = _checks.covariance(Sigma, name)
     lam = np.linalg.eigvalsh(Sigma)
     if lam[0] <= 1e-12 * lam[-1]:
         raise ValueError(f"{name} must be positive definite (smallest eigenvalue "
@@ -303,7 +303,7 @@ def steer_gaussian(alpha0: ArrayLike, Sigma0: ArrayLike, alpha1: ArrayLike,
     """
     alpha0, Sigma0 = _checks.moments(alpha0, Sigma0, "alpha0", "Sigma0")
     alpha1 = _checks.moments(alpha1, Sigma1, "alpha1", "Sigma1")[0]
-    if len(durations) != 2:
+    if isinstance(durations, (str, bytes)) or np.ndim(durations) != 1 or len(durations) != 2:
         raise ValueError(f"durations must be a pair (T1, T2), got {durations!r}")
     T1 = _checks.positive_float(durations[0], "durations[0]")
     T2 = _checks.positive_float(durations[1], "durations[1]")
