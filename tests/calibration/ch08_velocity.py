@@ -1,6 +1,12 @@
 """Chapter 8, random tokens at initialisation and random weights: replay the checks on new draws.
 
 Usage: python tests/calibration/ch08_velocity.py [draws] [start] [--weights [out.npz]]
+       python tests/calibration/ch08_velocity.py [draws] [start] --replicate R
+
+The notebook runs the velocity statistics on four independent replicates, keys [SEED, 4, n]
+and [SEED, 5, d] (replicate 0) and [SEED, 4, n, r], [SEED, 5, d, r] (r = 1, 2, 3), and fails
+only if two or more replicates miss a tolerance. With --replicate R the replay uses the keys
+of replicate R (0 by default): the same law on other keys.
 
 For seeds s = start .. start + draws - 1 it runs the chapter's computation with SEED = s and
 records the statistics its assertions test: the fitted slope of log mean |A_j| against log n
@@ -24,10 +30,13 @@ NS, D_FIX = np.array([32, 128, 512, 2048]), 512
 DS, N_FIX = np.array([4, 8, 16]), 2048
 
 
-def velocity_stats(seed):
-    """The chapter's velocity statistics for SEED = seed."""
-    vel_n = [normalisation.initial_velocity([seed, 4, int(n)], int(n), D_FIX) for n in NS]
-    vel_d = [normalisation.initial_velocity([seed, 5, int(d)], N_FIX, int(d)) for d in DS]
+def velocity_stats(seed, rep=0):
+    """The chapter's velocity statistics for SEED = seed, replicate rep."""
+    tail = [rep] if rep > 0 else []
+    vel_n = [normalisation.initial_velocity([seed, 4, int(n), *tail], int(n), D_FIX)
+             for n in NS]
+    vel_d = [normalisation.initial_velocity([seed, 5, int(d), *tail], N_FIX, int(d))
+             for d in DS]
     pred_n = np.sqrt([normalisation.velocity_prediction(int(n), D_FIX) for n in NS])
     pred_d = np.sqrt([normalisation.velocity_prediction(N_FIX, int(d)) for d in DS])
     slope_n = np.polyfit(np.log(NS), np.log([v.mean() for v in vel_n]), 1)[0]
@@ -61,6 +70,11 @@ def weights_stats(seed, draws=1):
 
 
 if __name__ == "__main__":
+    rep = 0
+    if "--replicate" in sys.argv:
+        i = sys.argv.index("--replicate")
+        rep = int(sys.argv[i + 1])
+        del sys.argv[i:i + 2]
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     draws = int(args[0]) if args else 100
     start = int(args[1]) if len(args) > 1 else 1000
@@ -78,10 +92,12 @@ if __name__ == "__main__":
               f"largest |exponent + 2| {np.abs(stats[:, 1]).max():.2e} "
               f"(sd {stats[:, 1].std():.2e}), failures {fails}")
     else:
-        stats = np.array([velocity_stats(s) for s in range(start, start + draws)])
-        fails = np.sum((np.abs(stats[:, 0]) >= 0.05) | (np.abs(stats[:, 1]) >= 0.1)
+        stats = np.array([velocity_stats(s, rep) for s in range(start, start + draws)])
+        fails = np.sum((np.abs(stats[:, 0]) >= 0.06) | (np.abs(stats[:, 1]) >= 0.1)
                        | (stats[:, 2] >= 1.0))
-        print(f"{draws} seeds: largest |slope_n - law| {np.abs(stats[:, 0]).max():.4f} "
+        print(f"replicate {rep}, {draws} seeds: mean slope_n - law {stats[:, 0].mean():+.4f}, "
+              f"mean slope_d - law {stats[:, 1].mean():+.4f}; largest |slope_n - law| "
+              f"{np.abs(stats[:, 0]).max():.4f} "
               f"(sd {stats[:, 0].std():.4f}), largest |slope_d - law| "
               f"{np.abs(stats[:, 1]).max():.4f} (sd {stats[:, 1].std():.4f}), largest "
               f"max|A| / bound {stats[:, 2].max():.3f}, failures {fails}")
