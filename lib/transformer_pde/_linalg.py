@@ -48,6 +48,28 @@ def exponential(V: NDArray[np.float64]) -> Callable[[float], NDArray[np.float64]
 
 def psd_sqrt(S: ArrayLike) -> NDArray[np.float64]:
     r"""Symmetric square root :math:`S^{1/2}` of a symmetric PSD matrix (eigenvalues clipped at 0).
+
+    Parameters
+    ----------
+    S : array (d, d)
+        A finite symmetric positive semi-definite matrix (symmetrised first).
+
+    Returns
+    -------
+    array (d, d)
+        The symmetric :math:`R \succeq 0` with :math:`R^2 = S` (for :math:`S \succeq 0`).
+
+    Raises
+    ------
+    ValueError
+        If ``S`` is not a finite square matrix.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> R = psd_sqrt(np.array([[4.0, 0.0], [0.0, 9.0]]))
+    >>> print([f"{v:.6f}" for v in np.diag(R)], bool(abs(R[0, 1]) < 1e-12))
+    ['2.000000', '3.000000'] True
     """
     S = _checks.matrix(S, "S", square=True)
     lam, U = np.linalg.eigh(0.5 * (S + S.T))
@@ -56,7 +78,33 @@ def psd_sqrt(S: ArrayLike) -> NDArray[np.float64]:
 
 
 def numerical_rank(Sigma: ArrayLike, rel_tol: float = 1e-3) -> int:
-    r"""Number of eigenvalues of the PSD matrix ``Sigma`` above ``rel_tol`` times the largest."""
+    r"""Number of eigenvalues of the PSD matrix ``Sigma`` above ``rel_tol`` times the largest.
+
+    Parameters
+    ----------
+    Sigma : array (d, d)
+        A finite symmetric positive semi-definite matrix (symmetrised first).
+    rel_tol : float
+        Relative threshold, ``>= 0``.
+
+    Returns
+    -------
+    int
+        The number of eigenvalues above ``rel_tol`` times the largest (0 if none is positive).
+
+    Raises
+    ------
+    ValueError
+        If ``Sigma`` is not a finite square matrix or ``rel_tol`` is negative.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> numerical_rank(np.diag([1.0, 1e-6]))
+    1
+    >>> numerical_rank(np.diag([1.0, 1e-6]), rel_tol=1e-9)
+    2
+    """
     Sigma = _checks.matrix(Sigma, "Sigma", square=True)
     rel_tol = _checks.nonnegative_float(rel_tol, "rel_tol")
     lam = np.linalg.eigvalsh(0.5 * (Sigma + Sigma.T))

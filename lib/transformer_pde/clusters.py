@@ -57,6 +57,22 @@ def group(Z: ArrayLike, tol: float) -> tuple[NDArray[np.int64], NDArray[np.float
         Labels ``0..k-1`` in order of first appearance (token 0 has label 0).
     centres : array (k, d)
         The mean of each group.
+
+    Raises
+    ------
+    ValueError
+        If ``Z`` is not a finite ``(n, d)`` array or ``tol`` is negative.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> labels, centres = group(np.array([[0.0, 0.0], [0.05, 0.0], [1.0, 1.0]]), 0.1)
+    >>> print(labels.tolist(), [f"{c:.3f}" for c in centres[0]])
+    [0, 0, 1] ['0.025', '0.000']
+
+    References
+    ----------
+    :cite:`geshkovski2023emergence`
     """
     Z = _checks.points(Z, "Z")
     tol = _checks.nonnegative_float(tol, "tol")
@@ -81,6 +97,38 @@ def affine_frame(points: ArrayLike, *,
     Returns ``(origin, basis)`` with ``origin`` the mean of the points and ``basis`` of shape
     ``(r, d)`` (orthonormal rows) spanning :math:`\operatorname{span}\{p_i - \bar p\}`; its
     dimension ``r`` counts the singular values above ``rtol`` times the largest extent.
+
+    Parameters
+    ----------
+    points : array (n, d)
+        The points :math:`p_i`.
+    rtol : float
+        Relative threshold on the singular values, ``>= 0``.
+
+    Returns
+    -------
+    origin : array (d,)
+        The mean :math:`\bar p` of the points.
+    basis : array (r, d)
+        Orthonormal rows spanning the directions of the affine hull.
+
+    Raises
+    ------
+    ValueError
+        If ``points`` is not a finite ``(n, d)`` array or ``rtol`` is negative.
+
+    Examples
+    --------
+    Three collinear points of the plane span a line:
+
+    >>> import numpy as np
+    >>> origin, basis = affine_frame(np.array([[0.0, 0.0], [1.0, 1.0], [2.0, 2.0]]))
+    >>> print(origin.tolist(), basis.shape, bool(abs(basis[0] @ [1.0, -1.0]) < 1e-12))
+    [1.0, 1.0] (1, 2) True
+
+    References
+    ----------
+    :cite:`virtanen2020scipy`
     """
     P = _checks.points(points, "points")
     rtol = _checks.nonnegative_float(rtol, "rtol")
@@ -104,10 +152,35 @@ def polytope_vertices(points: ArrayLike, *, rtol: float = 1e-10) -> NDArray[np.i
     edge or a face without being extreme are not vertices. Of several equal points, the first
     index is returned.
 
+    Parameters
+    ----------
+    points : array (n, d)
+        The points :math:`p_i`.
+    rtol : float
+        Relative threshold of :func:`affine_frame`.
+
     Returns
     -------
     int array
         Sorted indices of the vertices.
+
+    Raises
+    ------
+    ValueError
+        If ``points`` is not a finite ``(n, d)`` array.
+
+    Examples
+    --------
+    The centre of a square is not a vertex:
+
+    >>> import numpy as np
+    >>> P = np.array([[0.0, 0.0], [1.0, 0.0], [0.5, 0.5], [1.0, 1.0], [0.0, 1.0]])
+    >>> polytope_vertices(P).tolist()
+    [0, 1, 3, 4]
+
+    References
+    ----------
+    :cite:`virtanen2020scipy`
     """
     P = _checks.points(points, "points")
     # remove duplicates, keeping the first index of each distinct point
@@ -132,6 +205,34 @@ def hull_polygon(points: ArrayLike, *, rtol: float = 1e-10) -> NDArray[np.float6
     :func:`polytope_vertices`) in counter-clockwise order with the first repeated at the
     end, shape ``(k + 1, 2)``; for collinear points the two ends of the segment, for a
     single point that point (twice). Ready for ``ax.plot(*hull_polygon(P).T)``.
+
+    Parameters
+    ----------
+    points : array (n, 2)
+        Planar points.
+    rtol : float
+        Relative threshold of :func:`affine_frame`.
+
+    Returns
+    -------
+    array (k + 1, 2)
+        The vertices in counter-clockwise order, the first repeated at the end.
+
+    Raises
+    ------
+    ValueError
+        If ``points`` is not a finite ``(n, 2)`` array.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> P = np.array([[0.0, 0.0], [1.0, 0.0], [0.5, 0.5], [1.0, 1.0], [0.0, 1.0]])
+    >>> hull_polygon(P).tolist()
+    [[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0], [0.0, 0.0]]
+
+    References
+    ----------
+    :cite:`virtanen2020scipy`
     """
     P = _checks.points(points, "points")
     if P.shape[1] != 2:
@@ -147,6 +248,35 @@ def hull_volume(points: ArrayLike, *, rtol: float = 1e-10) -> float:
     r"""The :math:`d`-dimensional volume of :math:`\operatorname{conv}\{p_i\}` (area in 2-D).
 
     Zero for a set contained in a proper affine subspace (e.g. collinear points in 2-D).
+
+    Parameters
+    ----------
+    points : array (n, d)
+        The points :math:`p_i`.
+    rtol : float
+        Relative threshold of :func:`affine_frame` for the dimension of the hull.
+
+    Returns
+    -------
+    float
+        The volume (length in 1-D, area in 2-D).
+
+    Raises
+    ------
+    ValueError
+        If ``points`` is not a finite ``(n, d)`` array.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> print(f"{hull_volume(np.array([[0.0, 0.0], [2.0, 0.0], [0.0, 1.0]])):.6f}")
+    1.000000
+    >>> hull_volume(np.array([[0.0, 0.0], [1.0, 1.0], [2.0, 2.0]]))  # collinear
+    0.0
+
+    References
+    ----------
+    :cite:`virtanen2020scipy`
     """
     P = _checks.points(points, "points")
     _, basis = affine_frame(P, rtol=rtol)
@@ -166,9 +296,34 @@ def in_hull(points: ArrayLike, hull_points: ArrayLike, *, tol: float = 1e-10) ->
     :math:`\langle a, y\rangle + b \le tol` of Qhull (unit normals ``a``), i.e. it is at
     most ``tol`` outside each facet's hyperplane.
 
+    Parameters
+    ----------
+    points : array (m, d)
+        The points to test.
+    hull_points : array (k, d)
+        The points :math:`q_k` whose convex hull is tested against.
+    tol : float
+        Distance allowed outside the hull, ``>= 0``.
+
     Returns
     -------
     bool array (m,)
+
+    Raises
+    ------
+    ValueError
+        If the arrays are not finite, of different widths, or ``tol`` is negative.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> square = np.array([[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0]])
+    >>> in_hull(np.array([[0.5, 0.5], [1.5, 0.5]]), square).tolist()
+    [True, False]
+
+    References
+    ----------
+    :cite:`virtanen2020scipy`
     """
     Y, H = _checks.points_and_hull(points, hull_points)
     tol = _checks.nonnegative_float(tol, "tol")
@@ -201,6 +356,40 @@ def rescaled_attention_matrix(Z: ArrayLike, t: float, A: ArrayLike,
 
     the matrix that drives :math:`\dot z_i = \sum_j P_{ij}(t) V (z_j - z_i)` (Geshkovski et
     al., 2023). Computed with log-sum-exp, so it is accurate in the hardmax regime.
+
+    Parameters
+    ----------
+    Z : array (n, d)
+        Rescaled tokens :math:`z_i`.
+    t : float
+        Time, finite.
+    A, V : arrays (d, d)
+        Key-query and value matrices.
+
+    Returns
+    -------
+    array (n, n)
+        The row-stochastic matrix :math:`P(t)`.
+
+    Raises
+    ------
+    ValueError
+        On bad shapes or non-finite values.
+
+    Examples
+    --------
+    At :math:`t = 0` it is the softmax matrix of :math:`A`; for :math:`V = 0` it does not
+    depend on :math:`t`:
+
+    >>> import numpy as np
+    >>> Z = np.array([[1.0, 0.0], [0.0, 1.0]])
+    >>> P = rescaled_attention_matrix(Z, 3.0, np.eye(2), np.zeros((2, 2)))
+    >>> print([f"{p:.6f}" for p in P[0]], f"{np.e / (np.e + 1):.6f}")
+    ['0.731059', '0.268941'] 0.731059
+
+    References
+    ----------
+    :cite:`geshkovski2023emergence`
     """
     Z = _checks.points(Z, "Z")
     d = Z.shape[1]
@@ -243,6 +432,22 @@ def integrate_draws(Z0: ArrayLike, times: ArrayLike, A: ArrayLike, V: ArrayLike,
     Returns
     -------
     array (m, k, n, d), or (m, n, d) for a single run
+
+    Examples
+    --------
+    The runs do not interact: two runs stacked are the two runs alone.
+
+    >>> import numpy as np
+    >>> Z0 = np.array([[[1.0, 0.0], [0.0, 1.0]], [[1.0, 0.5], [-1.0, 0.2]]])
+    >>> t = np.linspace(0.0, 0.5, 3)
+    >>> both = integrate_draws(Z0, t, np.eye(2), np.eye(2))
+    >>> alone = integrate_draws(Z0[1], t, np.eye(2), np.eye(2))
+    >>> print(both.shape, bool(np.max(np.abs(both[:, 1] - alone)) < 1e-8))
+    (3, 2, 2, 2) True
+
+    References
+    ----------
+    :cite:`geshkovski2023emergence`
     """
     Z0, times = _checks.real_array(Z0, "Z0"), _checks.real_array(times, "times")
     rtol, atol = _checks.positive_float(rtol, "rtol"), _checks.nonnegative_float(atol, "atol")
@@ -302,6 +507,23 @@ def scripts_scheme(Z0: ArrayLike, times: ArrayLike, A: ArrayLike,
     Returns
     -------
     array (m, n, d)
+
+    Examples
+    --------
+    The scheme is explicit Euler (up to rounding):
+
+    >>> import numpy as np
+    >>> from transformer_pde import dynamics
+    >>> Z0, t = np.array([[1.0, 0.0], [0.0, 1.0], [-0.5, 0.3]]), np.linspace(0.0, 0.2, 3)
+    >>> A, V = np.array([[1.0, 0.2], [0.0, 0.8]]), np.eye(2)
+    >>> field = dynamics.rescaled_field(None, V, A=A.T @ A)
+    >>> euler = dynamics.integrate(field, Z0, t, method="euler")
+    >>> bool(np.max(np.abs(scripts_scheme(Z0, t, A, V) - euler)) < 1e-12)
+    True
+
+    References
+    ----------
+    :cite:`geshkovski2023emergence`
     """
     Z0 = _checks.points(Z0, "Z0")
     n, d = Z0.shape
@@ -332,6 +554,33 @@ def leaders(P: ArrayLike, tol: float) -> NDArray[np.int64]:
     When the attention matrix of the clustering dynamics becomes Boolean, each token attends
     to one *leader* (possibly itself; Geshkovski et al., 2023); the leaders are the non-zero
     columns of that limit.
+
+    Parameters
+    ----------
+    P : array (n, n)
+        An attention matrix.
+    tol : float
+        Tolerance, ``>= 0``.
+
+    Returns
+    -------
+    int array
+        Sorted indices of the leaders.
+
+    Raises
+    ------
+    ValueError
+        If ``P`` is not a finite 2-D array or ``tol`` is negative.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> leaders(np.array([[1.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]), 1e-6).tolist()
+    [0, 2]
+
+    References
+    ----------
+    :cite:`geshkovski2023emergence`
     """
     P = _checks.points(P, "P")
     tol = _checks.nonnegative_float(tol, "tol")
@@ -347,6 +596,34 @@ def is_boolean(P: ArrayLike, tol: float) -> bool:
 
     A Boolean row-stochastic matrix assigns each token to exactly one token (its leader,
     possibly itself).
+
+    Parameters
+    ----------
+    P : array (m, n)
+        A row-stochastic matrix.
+    tol : float
+        Tolerance, ``>= 0``.
+
+    Returns
+    -------
+    bool
+
+    Raises
+    ------
+    ValueError
+        If ``P`` is not a finite 2-D array or ``tol`` is negative.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> is_boolean(np.array([[1.0, 0.0], [1.0 - 1e-9, 1e-9]]), 1e-6)
+    True
+    >>> is_boolean(np.array([[0.5, 0.5], [0.0, 1.0]]), 1e-6)
+    False
+
+    References
+    ----------
+    :cite:`geshkovski2023emergence`
     """
     P = _checks.points(P, "P")
     tol = _checks.nonnegative_float(tol, "tol")

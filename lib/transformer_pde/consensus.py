@@ -44,6 +44,26 @@ def transition_matrix(Z0: ArrayLike, times: ArrayLike, A: ArrayLike, *, rtol: fl
     -------
     z : array (m, n, d)
     Phi : array (m, n, n)
+
+    Raises
+    ------
+    ValueError
+        On bad shapes, ``times`` not starting at 0 or bad tolerances.
+
+    Examples
+    --------
+    :math:`\Phi(t)` is row-stochastic (a product of stochastic transitions) and maps
+    :math:`z(0)` to :math:`z(t)`:
+
+    >>> import numpy as np
+    >>> Z0 = np.array([[1.0, 0.0], [0.0, 1.0], [-0.5, 0.3]])
+    >>> z, Phi = transition_matrix(Z0, np.linspace(0.0, 0.5, 3), np.eye(2))
+    >>> print(bool(np.allclose(Phi[-1].sum(axis=1), 1.0)), bool(np.allclose(Phi[-1] @ Z0, z[-1])))
+    True True
+
+    References
+    ----------
+    :cite:`geshkovski2023emergence`
     """
     Z0 = _checks.points(Z0, "Z0")
     n, d = Z0.shape

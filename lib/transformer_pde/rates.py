@@ -76,6 +76,20 @@ def jackknife_exponent(x: ArrayLike, replicates: ArrayLike, *,
     -------
     JackknifeFit
         ``(exponent, stderr)``.
+
+    Raises
+    ------
+    ValueError
+        If ``replicates`` is not a finite ``(len(x), m)`` array with ``m >= 2``, or the values
+        are not positive.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.array([1.0, 2.0, 4.0])
+    >>> fit = jackknife_exponent(x, np.stack([1 / x, 1 / x], axis=1))
+    >>> print(f"{fit.exponent:.6f}", bool(fit.stderr < 1e-12))
+    -1.000000 True
     """
     x = _checks.real_array(x, "x")
     Y = _checks.matrix(replicates, "replicates")
@@ -101,6 +115,33 @@ def decay_rate(times: ArrayLike, distances: ArrayLike, *, high: float = 1e-4,
     :math:`\delta < \text{low}`; ``low`` keeps out the samples where integration errors
     dominate. Returns ``nan`` when fewer than two samples fall in the window (the decay was not
     observed).
+
+    Parameters
+    ----------
+    times : array (m,)
+        Finite, strictly increasing times.
+    distances : array (m,)
+        Finite samples of :math:`\delta(t)`.
+    high, low : float
+        The window :math:`\text{low} \le \delta < \text{high}`, ``0 < low < high``.
+
+    Returns
+    -------
+    float
+        The rate :math:`r`, or ``nan`` when fewer than two samples fall in the window.
+
+    Raises
+    ------
+    ValueError
+        If the arrays are not finite 1-D arrays of the same length with increasing times, or
+        ``low``, ``high`` are not positive with ``low < high``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> t = np.linspace(0.0, 10.0, 11)
+    >>> print(f"{decay_rate(t, np.exp(-2.0 * t)):.6f}")
+    2.000000
     """
     t, v = _times_values(times, distances, "distances")
     high, low = _checks.positive_float(high, "high"), _checks.positive_float(low, "low")
@@ -118,7 +159,32 @@ def decay_rate(times: ArrayLike, distances: ArrayLike, *, high: float = 1e-4,
 
 
 def first_time_below(times: ArrayLike, values: ArrayLike, threshold: float) -> float:
-    """First sampled time with ``values < threshold`` (``inf`` if never)."""
+    """First sampled time with ``values < threshold`` (``inf`` if never).
+
+    Parameters
+    ----------
+    times : array (m,)
+        Finite, strictly increasing times.
+    values : array (m,)
+        Finite samples.
+    threshold : float
+        Finite threshold.
+
+    Returns
+    -------
+    float
+        The first ``times[k]`` with ``values[k] < threshold``, ``inf`` if there is none.
+
+    Raises
+    ------
+    ValueError
+        If the arrays are not valid or ``threshold`` is not finite.
+
+    Examples
+    --------
+    >>> first_time_below([0.0, 1.0, 2.0], [1.0, 0.5, 0.1], 0.3)
+    2.0
+    """
     t, v = _times_values(times, values, "values")
     threshold = _checks.finite_float(threshold, "threshold")
     below = np.flatnonzero(v < threshold)

@@ -52,6 +52,17 @@ def gronwall_rate(a: ArrayLike, v: ArrayLike, R: ArrayLike,
     -------
     float or array
         :math:`L_p` (``inf`` where it overflows float64).
+
+    Examples
+    --------
+    As :math:`R \to 0`, :math:`L_p \to v`:
+
+    >>> print(f"{gronwall_rate(1.0, 2.0, 0.0, 2.0):.6f}")
+    2.000000
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     p = _checks.float_at_least(p, "p", 1.0)
     arrays = []
@@ -109,6 +120,20 @@ def flow_jacobian(A: ArrayLike, V: ArrayLike, X0: ArrayLike, times: ArrayLike, *
         On bad shapes or non-increasing ``times``.
     RuntimeError
         If the integrator fails.
+
+    Examples
+    --------
+    With :math:`V = 0` the tokens do not move and :math:`J(t) = I`:
+
+    >>> import numpy as np
+    >>> X0 = np.array([[1.0, 0.0], [0.0, 1.0]])
+    >>> X, J = flow_jacobian(np.eye(2), np.zeros((2, 2)), X0, np.linspace(0.0, 1.0, 3))
+    >>> print(J.shape, bool(np.allclose(J[-1], np.eye(4))), bool(np.allclose(X[-1], X0)))
+    (3, 4, 4) True True
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     X0 = _checks.points(X0, "X0")
     n, d = X0.shape
@@ -161,6 +186,30 @@ def heads_growth_rate(Vs: ArrayLike, n_angles: int = 4096) -> float:
     ----------
     Vs : array (heads, 2, 2)
     n_angles : int
+
+    Returns
+    -------
+    float
+        An upper bound on :math:`\kappa`, within :math:`\frac{\pi}{2 n_{\text{angles}}}
+        \sum_h\|V_h\|_2` of it.
+
+    Raises
+    ------
+    ValueError
+        If ``Vs`` is not a finite ``(heads, 2, 2)`` stack or ``n_angles`` is not a positive
+        integer.
+
+    Examples
+    --------
+    One head :math:`V = I`: :math:`\kappa = 1`:
+
+    >>> import numpy as np
+    >>> print(f"{heads_growth_rate(np.eye(2)[None]):.3f}")
+    1.000
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     Vs = _checks.stack(Vs, "Vs", cols=2)
     if Vs.shape[1] != 2:
@@ -173,7 +222,33 @@ def heads_growth_rate(Vs: ArrayLike, n_angles: int = 4096) -> float:
 
 
 def support_radius(trajectory: ArrayLike) -> NDArray[np.float64]:
-    r"""Support radius :math:`R(t) = \max_i |x_i(t)|` of a trajectory of shape ``(m, n, d)``."""
+    r"""Support radius :math:`R(t) = \max_i |x_i(t)|` of a trajectory of shape ``(m, n, d)``.
+
+    Parameters
+    ----------
+    trajectory : array (m, n, d)
+        Tokens at ``m`` times.
+
+    Returns
+    -------
+    array (m,)
+        :math:`R(t_k) = \max_i |x_i(t_k)|`.
+
+    Raises
+    ------
+    ValueError
+        If ``trajectory`` is not a finite ``(m, n, d)`` array.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> support_radius(np.array([[[3.0, 4.0], [1.0, 0.0]]])).tolist()
+    [5.0]
+
+    References
+    ----------
+    :cite:`castin2025unified`
+    """
     traj = _checks.real_array(trajectory, "trajectory")
     if traj.ndim != 3 or not np.all(np.isfinite(traj)):
         raise ValueError(f"trajectory must be a finite array (m, n, d), got shape {traj.shape}")
@@ -190,6 +265,31 @@ def smallest_distance(X: ArrayLike) -> float:
     distance at least :math:`|x_i - x_{\sigma(i)}| - |x_{\sigma(i)} - y_{\sigma(i)}|`, more than
     half of it. Used to keep perturbations in the regime of the stability constants of
     Castin, Ablin, Carrillo and Peyré (2025) where :math:`W_p` is the norm of the displacement.
+
+    Parameters
+    ----------
+    X : array (n, d)
+        Tokens, ``n >= 2``.
+
+    Returns
+    -------
+    float
+        :math:`\min_{i < j} |x_i - x_j|`.
+
+    Raises
+    ------
+    ValueError
+        If ``X`` is not a finite ``(n, d)`` array with ``n >= 2``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> smallest_distance(np.array([[0.0, 0.0], [3.0, 4.0], [0.0, 1.0]]))
+    1.0
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     X = _checks.points(X, "X")
     if X.shape[0] < 2:
@@ -206,6 +306,28 @@ def cumulative_integral(g: Callable[[float], float], times: ArrayLike) -> NDArra
 
     10-point Gauss-Legendre quadrature on each interval :math:`[t_{k-1}, t_k]` (exact for
     polynomials of degree 19). ``g`` is a scalar function of one time.
+
+    Parameters
+    ----------
+    g : callable
+        ``g(s) -> float``.
+    times : array (m,)
+        Finite, strictly increasing times, ``m >= 2``.
+
+    Returns
+    -------
+    array (m,)
+        :math:`\int_{t_0}^{t_k} g`, 0 at ``times[0]``.
+
+    Raises
+    ------
+    ValueError
+        If ``times`` is not a finite, strictly increasing 1-D array of length >= 2.
+
+    Examples
+    --------
+    >>> print([f"{v:.6f}" for v in cumulative_integral(lambda s: s, [0.0, 1.0, 2.0])])
+    ['0.000000', '0.500000', '2.000000']
     """
     times = _checks.increasing_times(times, "times")
     a, b = times[:-1, None], times[1:, None]
@@ -239,6 +361,30 @@ def log_gronwall_constant(As: Callable[[float], ArrayLike], Vs: Callable[[float]
         Increasing times, ``times[0] = 0`` for the constant from time 0.
     p : float
         Order of the Wasserstein distance.
+
+    Returns
+    -------
+    array (m,)
+        :math:`\log C_p(t_k)`.
+
+    Raises
+    ------
+    ValueError
+        If ``R0``, ``p``, ``refine`` or ``times`` are not valid.
+
+    Examples
+    --------
+    With :math:`A = 0` and :math:`V = I`, :math:`L_p = 1` and :math:`\log C_p(t) = t`:
+
+    >>> import numpy as np
+    >>> logC = log_gronwall_constant(lambda t: np.zeros((2, 2)), lambda t: np.eye(2), 1.0,
+    ...                              [0.0, 0.5, 1.0], 2.0)
+    >>> print([f"{v:.6f}" for v in logC])
+    ['0.000000', '0.500000', '1.000000']
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     R0 = _checks.positive_float(R0, "R0")
     refine = _checks.positive_int(refine, "refine")
@@ -268,6 +414,39 @@ def l1_l2_norm(J: ArrayLike, n: int, d: int = 2, n_angles: int = 4096) -> float:
     extremal, by convexity). :math:`d = 2`: the inner maximum is taken over ``n_angles``
     directions of the half circle, so the value is a lower bound, within a relative
     :math:`\pi / (2 n_{\text{angles}})` of the norm.
+
+    Parameters
+    ----------
+    J : array (n d, n d)
+        A flow Jacobian with ``(d, d)`` blocks.
+    n : int
+        Number of atoms.
+    d : int
+        Dimension, 2.
+    n_angles : int
+        Directions of the half circle.
+
+    Returns
+    -------
+    float
+        A lower bound on the norm, within a relative :math:`\pi/(2 n_{\text{angles}})`.
+
+    Raises
+    ------
+    ValueError
+        If ``d != 2`` or ``J`` is not a finite ``(n d, n d)`` matrix.
+
+    Examples
+    --------
+    The identity moves each atom alone: norm 1.
+
+    >>> import numpy as np
+    >>> print(f"{l1_l2_norm(np.eye(4), 2):.6f}")
+    1.000000
+
+    References
+    ----------
+    :cite:`castin2025unified`
     """
     n = _checks.positive_int(n, "n")
     if d != 2:
