@@ -349,6 +349,10 @@ VALID = {
     "random_value.antipodal_threshold": dict(d=3),
     "random_value.antipodal_probability": dict(d=3),
     "random_value.simulate_two_tokens": dict(d=3, steps=3, n_paths=4),
+    "homogenized.attention_self_overlap": dict(d=3, nodes=16),
+    "homogenized.squared_distance_rate": dict(d=3),
+    "homogenized.simulate_random_heads": dict(x0=np.eye(3), step=0.1, heads=2, layers=2,
+                                              networks=2),
 }
 
 for _name in ("self_attention", "encoder_layer", "attention_heads", "attention_head_factors",

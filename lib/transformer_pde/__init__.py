@@ -65,6 +65,8 @@ Modules (one mathematical object each):
   order parameter, mode thresholds, K_# and beta_*, the branch on the circle);
 - :mod:`~transformer_pde.random_value`: two tokens driven by random value matrices (the
   diffusion limit of their cosine, the exponents of its ends, the antipodal probability);
+- :mod:`~transformer_pde.homogenized`: attention layers whose queries, keys and values are
+  redrawn at every layer and head (the squared distance travelled and its homogenized limit);
 - :mod:`~transformer_pde.sphere_phase`: phase diagrams of clustering on the sphere, many
   independent runs through joblib;
 - :mod:`~transformer_pde.mean_shift`: the Gaussian kernel density estimate, mean shift, the
