@@ -316,6 +316,11 @@ VALID = {
                                         Sigma=Fresh(lambda: tp.symbolic.symmetric_symbol_matrix(
                                             "S", 2))),
     "symbolic.l2_moment_odes": dict(d=1, k=1),
+    # d = 1 (one head, one row): the same checks as d = 2 at a twentieth of the sympy time
+    "symbolic.l2_reweighting": dict(d=1, k=1),
+    "symbolic.softmax_reweighting": dict(d=1),
+    "symbolic.softmax_moment_odes": dict(d=1),
+    "symbolic.multihead_moment_odes": dict(d=1, heads=1),
     "symbolic.is_zero": dict(expr=Fresh(lambda: tp.symbolic.symbol_vector("a", 2) * 0)),
     "symbolic.evaluate": dict(expr=Fresh(lambda: _symbolic_sum()[0]),
                               values=Fresh(lambda: _symbolic_sum()[1])),
