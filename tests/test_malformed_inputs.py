@@ -103,6 +103,8 @@ VALID = {
                                                    [1.1, 0.52, 0.24, 0.13],
                                                    [0.9, 0.47, 0.25, 0.125]])),
     "fitting.log_error_rate": dict(sizes=np.array([4, 8, 16]), squared_errors=SQERR),
+    "fitting.batch_rates": dict(sizes=np.array([4, 8, 16]), squared_errors=SQERR,
+                                batches=2),
     "fitting.jackknife_difference": dict(first=Fresh(lambda: _jackknife()),
                                          second=Fresh(lambda: _jackknife(0.9))),
     "energy.energy_identity_gap": dict(Z0=X4[None]),
@@ -264,6 +266,7 @@ VALID = {
                                                          [[1.2], [0.8], [1.0]]]),
                                        target=np.array([1.0])),
     "replicates.bonferroni_threshold": dict(n_tests=4, dof=5),
+    "replicates.batch_t": dict(values=np.array([1.0, 2.0, 4.0]), target=0.5),
     "softmax_jacobian.pre_ln_eta": dict(probes=3),
     "softmax_jacobian.softmax_jacobian_norm": dict(p=np.array([0.2, 0.3, 0.5])),
     "softmax_jacobian.map_dependent_bound": dict(Q=np.stack([A2, V2]), K=np.stack([V2, A2]),
@@ -329,6 +332,7 @@ VALID = {
     "token_sample.uniform_field_errors": dict(queries=X4[:2], sizes=np.array([4, 8]),
                                               draws=2),
     "token_sample.sup_limit": dict(queries=X4[:2], samples=50),
+    "token_sample.sup_limit_samples": dict(queries=X4[:2], samples=50),
     "token_sample.moment_exponent": dict(rho=0.5),
     "token_sample.uniform_rate_test": dict(
         sizes=np.array([4, 8]), squared_errors=[np.array([1.0, 1.1]), np.array([0.5, 0.6])],
@@ -621,29 +625,8 @@ def check(qualname, name, bad, kwargs, finite_baseline):
 #: result, a computation run on an unchecked value, another exception): these
 #: arguments are not driven (the list shrinks as the checks are added; see issue 44).
 KNOWN = {
-    ("normalisation.random_weights_run", "key"): "complex cut, unnamed error",
-    ("normalisation.pair_gap", "X"): "complex cut, unnamed error",
-    ("normalisation.network_rate", "t"): "complex cut",
-    ("normalisation.initial_velocity", "key"): "complex cut, unnamed error",
-    ("normalisation.equiangular_flow", "u0"): "unnamed error",
-    ("normalisation.equiangular_flow", "times"): "complex cut, unnamed error",
-    ("normalisation.equiangular_flow", "rtol"): "unnamed error",
-    ("normalisation.equiangular_flow", "r0"): "unnamed error",
-    ("normalisation.equiangular_flow", "atol"): "unnamed error",
-    ("long_context.profile_width", "level"): "unnamed error",
-    ("long_context.probe_sweep_task", "key"): "IndexError, complex cut, unnamed error",
-    ("long_context.probe_sweep_task", "gammas"): "complex cut, unnamed error",
-    ("long_context.output_cosine", "gamma"): "unnamed error",
-    ("key_scaling.sample_rows", "key"): "complex cut, unnamed error",
-    ("long_context.critical_limit", "gamma"): "unnamed error",
-    ("long_context.probe_cosine", "gamma"): "unnamed error",
-    ("long_context.transition_profile", "x"): "unnamed error",
-    ("long_context.transition_width", "level"): "unnamed error",
     ("meanfield.scaled_error_test", "limit"):
         "inf is a valid limit (documented; chapter 2 passes it): z_limit is NaN then",
-    ("normalisation.equiangular_network", "u0"): "unnamed error",
-    ("normalisation.random_run", "key"): "unnamed error",
-    ("normalisation.speed_factor", "r"): "complex cut",
 }
 
 

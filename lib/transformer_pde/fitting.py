@@ -19,7 +19,8 @@ from numpy.typing import ArrayLike
 from . import _checks
 
 __all__ = ["PowerLawFit", "fit_power_law", "JackknifeExponent", "jackknife_exponent",
-           "JackknifeDifference", "jackknife_difference", "LogErrorRate", "log_error_rate"]
+           "JackknifeDifference", "jackknife_difference", "LogErrorRate", "log_error_rate",
+           "BatchRates", "batch_rates"]
 
 
 class PowerLawFit(NamedTuple):
@@ -320,3 +321,96 @@ def log_error_rate(sizes: ArrayLike, squared_errors: Sequence[ArrayLike]) -> Log
     dof = x.size - 2
     stderr = float(np.sqrt(resid @ resid / dof / (xc @ xc)))
     return LogErrorRate(slope, stderr, int(dof))
+
+
+class BatchRates(NamedTuple):
+    """Per-batch statistics of squared errors split into independent batches
+    (see :func:`batch_rates`)."""
+
+    exponent: np.ndarray  # (B,) exponent of the typical error (log_error_rate) of each batch
+    scaled_mean: np.ndarray  # (B,) mean over the sizes of n_k times the batch mean of e
+    log_mean: np.ndarray  # (B,) mean of log(n_k e_kr) over the batch's draws
+
+
+def batch_rates(sizes: ArrayLike, squared_errors: Sequence[ArrayLike],
+                batches: int) -> BatchRates:
+    r"""Split the draws of every size into ``batches`` independent batches and compute, for
+    each batch :math:`b`, three statistics of the squared errors :math:`e_{kr}` at sizes
+    :math:`n_k`.
+
+    Draw :math:`r` of size :math:`n_k` goes to batch :math:`r \bmod B`, so every batch holds
+    :math:`R_k/B` draws of every size and the batches are independent when the draws are.
+    For batch :math:`b` with draws :math:`D_{kb}`:
+
+    .. math::
+
+        \hat p_b = \text{slope of } \tfrac12\log e_{kr} \text{ on } \log n_k
+        \ (r \in D_{kb}), \qquad
+        m_b = \frac1K\sum_k \frac{n_k}{|D_{kb}|}\sum_{r\in D_{kb}} e_{kr}, \qquad
+        \ell_b = \operatorname{mean}_{k,\, r \in D_{kb}} \log(n_k e_{kr}).
+
+    Each is linear in the draws (or their logarithms) with the same weights in every batch,
+    so the mean over the batches of :math:`\hat p_b`, :math:`m_b`, :math:`\ell_b` is the
+    statistic of all the draws together (:func:`log_error_rate`'s exponent, the mean of
+    :math:`n_k\bar e_k` over the sizes, the mean of :math:`\log(n e)`), and their spread over
+    the batches estimates its standard error with :math:`B - 1` degrees of freedom, whatever
+    the law of the draws (:func:`transformer_pde.replicates.batch_t`). Used for the
+    :math:`n^{-1/2}` rate of the mean-field limit (Castin, Ablin, Carrillo and Peyré, 2025)
+    and of one attention layer (Bohbot et al., 2026).
+
+    Parameters
+    ----------
+    sizes : array (K,)
+        At least two distinct positive sizes.
+    squared_errors : sequence of K arrays
+        Positive, finite squared errors; the number of draws of every size a multiple of
+        ``batches``.
+    batches : int
+        Number of batches :math:`B`, at least 2.
+
+    Returns
+    -------
+    BatchRates
+        ``(exponent, scaled_mean, log_mean)``, arrays of shape ``(B,)``.
+
+    Raises
+    ------
+    ValueError
+        If the sizes or errors are not valid, ``batches < 2``, or a number of draws is not a
+        multiple of ``batches``.
+
+    Examples
+    --------
+    Errors exactly :math:`c/n`: every batch has exponent :math:`-1/2` and scaled mean
+    :math:`c`:
+
+    >>> b = batch_rates([10, 100], [[0.2, 0.2, 0.2, 0.2], [0.02, 0.02]], 2)
+    >>> print(np.round(b.exponent, 12), np.round(b.scaled_mean, 12))
+    [-0.5 -0.5] [2. 2.]
+
+    References
+    ----------
+    :cite:`castin2025unified,bohbot2026token`
+    """
+    n = _checks.real_array(sizes, "sizes")
+    B = _checks.positive_int(batches, "batches")
+    if B < 2:
+        raise ValueError(f"batches must be at least 2, got {batches!r}")
+    if n.ndim != 1 or n.size < 2 or not np.all(np.isfinite(n)) or np.any(n <= 0):
+        raise ValueError(f"sizes must be a 1-D array of at least 2 positive sizes, got {sizes!r}")
+    if (not isinstance(squared_errors, (Sequence, np.ndarray))
+            or len(squared_errors) != n.size):
+        raise ValueError(f"squared_errors must hold one array of draws per size ({n.size})")
+    errs = [_checks.real_array(e, "squared_errors").ravel() for e in squared_errors]
+    if any(e.size % B or e.size == 0 or not np.all(np.isfinite(e)) or np.any(e <= 0)
+           for e in errs):
+        raise ValueError("squared_errors must be positive and finite, with a number of draws "
+                         f"per size that is a positive multiple of batches = {B}")
+    out = np.empty((3, B))
+    for b in range(B):
+        part = [e[b::B] for e in errs]
+        out[0, b] = log_error_rate(n, part).exponent
+        out[1, b] = np.mean([nk * p.mean() for nk, p in zip(n, part, strict=True)])
+        out[2, b] = np.mean(np.log(np.concatenate(
+            [nk * p for nk, p in zip(n, part, strict=True)])))
+    return BatchRates(*out)

@@ -31,7 +31,7 @@ from scipy import stats
 
 from . import _checks
 
-__all__ = ["PooledZ", "pooled_z_scores", "bonferroni_threshold"]
+__all__ = ["PooledZ", "pooled_z_scores", "bonferroni_threshold", "BatchT", "batch_t"]
 
 
 class PooledZ(NamedTuple):
@@ -189,3 +189,69 @@ def bonferroni_threshold(n_tests: int, dof: int, alpha: float = 1e-3) -> float:
     if alpha >= 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     return float(stats.t.isf(alpha / (2 * n_tests), dof))
+
+
+class BatchT(NamedTuple):
+    """Mean of independent batch values, its standard error, the Student statistic and its
+    degrees of freedom (see :func:`batch_t`)."""
+
+    estimate: float
+    stderr: float
+    t: float
+    dof: int
+
+
+def batch_t(values: ArrayLike, target: float = 0.0) -> BatchT:
+    r"""Student statistic of the mean of :math:`B` independent batch values.
+
+    .. math::
+
+        \bar v = \frac1B\sum_b v_b, \qquad
+        \widehat{\mathrm{se}} = \frac{s}{\sqrt B}, \qquad
+        T = \frac{\bar v - \text{target}}{\widehat{\mathrm{se}}},
+
+    :math:`s` the sample standard deviation of the :math:`v_b`. If the :math:`v_b` are
+    independent and Gaussian with mean ``target``, :math:`T` follows exactly Student's law
+    with :math:`B - 1` degrees of freedom; when each :math:`v_b` is itself an average over
+    many independent draws, the law is nearly Student's by the central limit theorem. The
+    standard error comes from the batches, each carrying all the randomness of its draws, so
+    no model of the draws' dependence or spread is needed. Used for the rates of the
+    mean-field limit of Castin, Ablin, Carrillo and Peyré (2025).
+
+    Parameters
+    ----------
+    values : array (B,)
+        Finite batch values, ``B >= 2``, not all equal.
+    target : float
+        The mean under the claim.
+
+    Returns
+    -------
+    BatchT
+        ``(estimate, stderr, t, dof)``.
+
+    Raises
+    ------
+    ValueError
+        If ``values`` is not a finite 1-D array of at least two values with a positive
+        spread, or ``target`` is not finite.
+
+    Examples
+    --------
+    >>> r = batch_t([1.0, 2.0, 3.0], 0.0)
+    >>> print(f"{r.estimate:.1f} {r.stderr:.4f} {r.t:.4f} {r.dof}")
+    2.0 0.5774 3.4641 2
+
+    References
+    ----------
+    :cite:`castin2025unified`
+    """
+    v = _checks.real_array(values, "values")
+    if v.ndim != 1 or v.size < 2 or not np.all(np.isfinite(v)):
+        raise ValueError(f"values must be a finite 1-D array of at least 2 values, got {values!r}")
+    target = _checks.finite_float(target, "target")
+    se = float(v.std(ddof=1) / np.sqrt(v.size))
+    if not se > 0:
+        raise ValueError("values must not all be equal (no spread, no standard error)")
+    mean = float(v.mean())
+    return BatchT(mean, se, (mean - target) / se, int(v.size - 1))

@@ -1,27 +1,37 @@
-"""Chapter 2, "How fast? The interaction strength decides": the checks at rho = 0.25 and rho = 1
-over many seeds, and their false-alarm probabilities from the pooled draws.
+"""Chapter 2, "How fast? The interaction strength decides": the six checks at t = 0 over many
+seeds, and the law of their statistics.
 
 For each seed, the notebook's computation (meanfield.meanfield_errors at t = 0 with
 A = rho Sigma0^-1, V = Sigma0^1/2 J Sigma0^-1/2, n = 100 ... 800 with 1600 ... 200 draws, keys
-[SEED, 7, k, r]) and the cell's assertions (meanfield.scaled_error_test):
-rho = 0.25, covariance and field: |z_limit| < 5 and |z_rate| < 5; rho = 1: z_rate > 3.
-Prints the failures over the seeds, then estimates each check's false-alarm probability per run
-by resampling runs of the notebook's size from the pool of all draws of all seeds (the
-bootstrap of the test's law: it keeps the skewness and the heavy tails of the squared errors,
-up to the largest draw of the pool).
+[SEED, 7, k, r]) and the cell's checks, on K_T0 = 20 independent batches (draw r in batch
+r mod 20; fitting.batch_rates, replicates.batch_t, Student with 19 degrees of freedom):
 
-Usage: python tests/calibration/ch02_rate_t0.py FIRST LAST [CACHE_DIR] [RESAMPLES]
-(seeds FIRST <= SEED < LAST: a FIRST above the seeds used so far replays the checks on new draws;
-it also prints the law of each statistic over the seeds themselves)
-(CACHE_DIR holds rho_SEED.npz files with arrays cov_RHO_K and field_RHO_K from the same
-computation, to skip recomputing them; RESAMPLES default 100000).
+- rho = 0.25, covariance and field: the mean over the sizes of n x MSE within
+  TOL_LIMIT x limit + Z_T0 standard errors of the linearised limit, and the exponent of the
+  typical error (log_error_rate per batch) within TOL_RATE + Z_T0 standard errors of -1/2;
+- rho = 1: the exponent above -1/2 by more than 3 standard errors.
+
+Printed per seed: the estimates and standard errors; then over the seeds: failures; for each
+statistic the bias (mean over seeds of estimate - target, with a 95 % interval), which the
+tolerance must cover; the law of the centred statistic (estimate - its mean over seeds) / se,
+which is Student's with 19 degrees of freedom if the batch values are Gaussian (sd 1.057):
+mean, sd with its 95 % chi-square interval, skewness, extremes and the count beyond 4; at
+rho = 1 the law of t = (exponent + 1/2)/se (mean, sd, smallest), the noncentrality at the
+lower 95 % limit of its mean, and the noncentral Student probability of t <= 3 there.
+
+Usage: python tests/calibration/ch02_rate_t0.py FIRST LAST [--seed-offset=N]
+(seeds FIRST + N <= SEED < LAST + N: a FIRST above the seeds used so far replays the checks on
+new draws).
 """
 
+import math
 import sys
-from pathlib import Path
 
 import numpy as np
-from transformer_pde import meanfield
+from _notebook import SEED_OFFSET
+from scipy import stats
+from transformer_pde import meanfield, replicates
+from transformer_pde.fitting import batch_rates
 
 ALPHA0 = np.array([0.5, -0.3])
 SIGMA0 = np.array([[0.5, 0.2], [0.2, 0.3]])
@@ -29,6 +39,8 @@ RATE_SIZES = np.array([100, 200, 400, 800])
 RATE_DRAWS = np.array([1600, 800, 400, 200])
 RHOS = (0.25, 1.0)
 WHATS = ("cov", "field")
+K_T0, TOL_LIMIT, TOL_RATE = 20, 0.05, 0.05
+Z_T0 = replicates.bonferroni_threshold(4, K_T0 - 1, 2e-4)
 
 
 def setting():
@@ -44,112 +56,70 @@ def setting():
     return V, limits
 
 
-def errors(seed, V, cache):
-    path = None if cache is None else Path(cache) / f"rho_{seed}.npz"
-    if path is not None and path.exists():
-        D = np.load(path)
-        return {(w, rho): [D[f"{w}_{rho}_{k}"] for k in range(4)] for w in WHATS for rho in RHOS}
+def statistics(seed, V, limits):
+    """(estimate, standard error, target) of the six checked statistics, for one seed."""
     out = {}
     for rho in RHOS:
         cov, field = meanfield.meanfield_errors(rho * np.linalg.inv(SIGMA0), V, ALPHA0, SIGMA0,
                                                 RATE_SIZES, RATE_DRAWS, seed=[seed, 7])
-        out["cov", rho], out["field", rho] = cov, field
+        for w, errs in zip(WHATS, (cov, field), strict=True):
+            b = batch_rates(RATE_SIZES, errs, K_T0)
+            r = replicates.batch_t(b.exponent, -0.5)
+            if rho == 0.25:
+                m = replicates.batch_t(b.scaled_mean, limits[w, rho])
+                out[w, "limit"] = (m.estimate, m.stderr, limits[w, rho])
+                out[w, "rate"] = (r.estimate, r.stderr, -0.5)
+            else:
+                out[w, "slow"] = (r.estimate, r.stderr, -0.5)
     return out
 
 
-def statistics(errs, limits):
-    """The six statistics the notebook's cell asserts on, for one seed."""
-    z = {}
-    for w in WHATS:
-        t = meanfield.scaled_error_test(RATE_SIZES, errs[w, 0.25], limits[w, 0.25])
-        z[w, "limit"], z[w, "rate"] = t.z_limit, t.z_rate
-        z[w, "slow"] = meanfield.scaled_error_test(RATE_SIZES, errs[w, 1.0], np.inf).z_rate
-    return z
+def failed(key, est, se, target):
+    if key[1] == "slow":
+        return (est - target) / se <= 3
+    tol = TOL_LIMIT * target if key[1] == "limit" else TOL_RATE
+    return abs(est - target) >= tol + Z_T0 * se
 
 
-def failures(errs, limits):
-    z = statistics(errs, limits)
-    return {key: (v <= 3 if key[1] == "slow" else abs(v) >= 5) for key, v in z.items()}
-
-
-def resampled(pools, limit, resamples, rng, chunk=2000):
-    """z_limit and z_rate of runs resampled from the pools (one pool of draws per size)."""
-    n = RATE_SIZES.astype(float)
-    R_min = RATE_DRAWS.min()
-    lx = np.log(n)
-    sxx = np.sum((lx - lx.mean()) ** 2)
-    zl, zr = [], []
-    for start in range(0, resamples, chunk):
-        b = min(chunk, resamples - start)
-        means, ses, mse_eq, kappa2 = [], [], [], []
-        for pool, R in zip(pools, RATE_DRAWS, strict=True):
-            e = pool[rng.integers(0, pool.size, size=(b, R))]
-            means.append(e.mean(axis=1))
-            ses.append(e.std(axis=1, ddof=1) / np.sqrt(R))
-            first = e[:, :R_min]
-            m = first.mean(axis=1)
-            mse_eq.append(m)
-            kappa2.append(first.var(axis=1, ddof=1) / m**2)
-        means, ses = np.array(means).T * n, np.array(ses).T * n
-        scaled, se = means.mean(axis=1), np.sqrt(np.sum(ses**2, axis=1)) / n.size
-        if np.isfinite(limit):
-            zl.append((scaled - limit) / se)
-        ly = 0.5 * np.log(np.array(mse_eq).T)
-        slope = ((ly - ly.mean(axis=1, keepdims=True)) @ (lx - lx.mean())) / sxx
-        stderr = np.sqrt(np.array(kappa2).T.mean(axis=1)) / (2 * np.sqrt(R_min) * np.sqrt(sxx))
-        zr.append((slope + 0.5) / stderr)
-    return (np.concatenate(zl) if zl else None), np.concatenate(zr)
-
-
-def main(first, last, cache=None, resamples=100000):
+def main():
+    first, last = (int(a) + SEED_OFFSET for a in sys.argv[1:3])
     V, limits = setting()
-    counts, per_seed = {}, {}
-    pools = {(w, rho): [[] for _ in RATE_SIZES] for w in WHATS for rho in RHOS}
+    rows = {}
     for seed in range(first, last):
-        errs = errors(seed, V, cache)
-        for key, fail in failures(errs, limits).items():
-            counts[key] = counts.get(key, 0) + int(fail)
-        z = statistics(errs, limits)
-        for key, v in z.items():
-            per_seed.setdefault(key, []).append(v)
-        print(f"seed {seed}: " + ", ".join(f"{w} {kind} {v:+.2f}" for (w, kind), v in z.items()),
-              flush=True)
-        for key, per_size in errs.items():
-            for k, e in enumerate(per_size):
-                pools[key][k].append(e)
-    print(f"{last - first} seeds; failures: " + ", ".join(
-        f"{w} {kind} {c}" for (w, kind), c in sorted(counts.items())))
-    # the law of each statistic over the seeds themselves (no resampling): mean, sd with a 95 %
-    # interval (chi-square), extremes, and the normal tail beyond the threshold at the upper sd
-    from scipy import stats
-    for key, v in sorted(per_seed.items()):
+        s = statistics(seed, V, limits)
+        for key, v in s.items():
+            rows.setdefault(key, []).append(v)
+        print(f"seed {seed}: " + ", ".join(f"{w} {kind} {e:+.4f} ({se:.4f})"
+                                           for (w, kind), (e, se, _) in s.items()), flush=True)
+    n = last - first
+    print(f"{n} seeds; K_T0 = {K_T0}, Z_T0 = {Z_T0:.3f}, TOL_LIMIT = {TOL_LIMIT}, "
+          f"TOL_RATE = {TOL_RATE}")
+    for key, v in rows.items():
         v = np.array(v)
-        m, sd, k = v.mean(), v.std(ddof=1), v.size - 1
-        sd_hi = sd * np.sqrt(k / stats.chi2.ppf(0.025, k))
-        sd_lo = sd * np.sqrt(k / stats.chi2.ppf(0.975, k))
+        est, se, target = v[:, 0], v[:, 1], v[0, 2]
+        fails = sum(failed(key, *row) for row in v)
+        bias = est - target
+        half = stats.t.isf(0.025, n - 1) * bias.std(ddof=1) / np.sqrt(n)
+        print(f"{key[0]} {key[1]}: failures {fails}; estimate - target over seeds: mean "
+              f"{bias.mean():+.4f} (95 % {bias.mean() - half:+.4f} to {bias.mean() + half:+.4f}),"
+              f" largest |.| {np.abs(bias).max():.4f}; standard error: mean {se.mean():.4f}")
         if key[1] == "slow":
-            tail = stats.norm.cdf((3 - m) / sd_hi)
-        else:
-            tail = stats.norm.sf((5 - m) / sd_hi) + stats.norm.cdf((-5 - m) / sd_hi)
-        print(f"per seed {key[0]} {key[1]}: mean {m:+.2f}, sd {sd:.2f} (95 % {sd_lo:.2f}-"
-              f"{sd_hi:.2f}), extremes {v.min():+.2f} {v.max():+.2f}; normal tail beyond the "
-              f"threshold at the upper sd {tail:.1e}")
-    rng = np.random.default_rng(0)
-    for (w, rho), per_size in pools.items():
-        pool = [np.concatenate(p) for p in per_size]
-        zl, zr = resampled(pool, limits[w, rho], resamples, rng)
-        if rho == 0.25:
-            print(f"rho {rho:g} {w}: {resamples} resampled runs: P(|z_limit| >= 5) = "
-                  f"{np.mean(np.abs(zl) >= 5):.1e} (z_limit mean {zl.mean():+.2f}, sd "
-                  f"{zl.std():.2f}, smallest {zl.min():+.2f}); P(|z_rate| >= 5) = "
-                  f"{np.mean(np.abs(zr) >= 5):.1e} (z_rate mean {zr.mean():+.2f}, sd "
-                  f"{zr.std():.2f}, extremes {zr.min():+.2f} {zr.max():+.2f})")
-        else:
-            print(f"rho {rho:g} {w}: {resamples} resampled runs: P(z_rate <= 3) = "
-                  f"{np.mean(zr <= 3):.1e} (z_rate mean {zr.mean():+.2f}, sd {zr.std():.2f}, "
-                  f"smallest {zr.min():+.2f})")
+            t = bias / se
+            lam = (t.mean() - stats.t.isf(0.025, n - 1) * t.std(ddof=1) / np.sqrt(n))
+            # E T = lam sqrt(nu/2) Gamma((nu-1)/2)/Gamma(nu/2) for noncentral t with nu d.f.
+            nu = K_T0 - 1
+            c = np.sqrt(nu / 2) * np.exp(math.lgamma((nu - 1) / 2) - math.lgamma(nu / 2))
+            print(f"  t: mean {t.mean():+.2f}, sd {t.std(ddof=1):.2f}, smallest {t.min():+.2f}; "
+                  f"noncentrality at the lower 95 % limit of the mean {lam / c:.2f}; "
+                  f"P(noncentral t <= 3) there {stats.nct.cdf(3, nu, lam / c):.1e}")
+            continue
+        tc = (est - est.mean()) / se
+        sd = tc.std(ddof=1)
+        lo, hi = (sd * np.sqrt((n - 1) / stats.chi2.ppf(q, n - 1)) for q in (0.975, 0.025))
+        print(f"  centred t: mean {tc.mean():+.3f}, sd {sd:.3f} (95 % {lo:.3f}-{hi:.3f}; "
+              f"Student 19 d.f.: 1.057), skewness {stats.skew(tc):+.2f}, extremes "
+              f"{tc.min():+.2f} {tc.max():+.2f}, beyond 4: {int(np.sum(np.abs(tc) > 4))}")
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else None,
-         int(sys.argv[4]) if len(sys.argv) > 4 else 100000)
+    main()
