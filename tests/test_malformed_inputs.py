@@ -625,29 +625,8 @@ def check(qualname, name, bad, kwargs, finite_baseline):
 #: result, a computation run on an unchecked value, another exception): these
 #: arguments are not driven (the list shrinks as the checks are added; see issue 44).
 KNOWN = {
-    ("normalisation.random_weights_run", "key"): "complex cut, unnamed error",
-    ("normalisation.pair_gap", "X"): "complex cut, unnamed error",
-    ("normalisation.network_rate", "t"): "complex cut",
-    ("normalisation.initial_velocity", "key"): "complex cut, unnamed error",
-    ("normalisation.equiangular_flow", "u0"): "unnamed error",
-    ("normalisation.equiangular_flow", "times"): "complex cut, unnamed error",
-    ("normalisation.equiangular_flow", "rtol"): "unnamed error",
-    ("normalisation.equiangular_flow", "r0"): "unnamed error",
-    ("normalisation.equiangular_flow", "atol"): "unnamed error",
-    ("long_context.profile_width", "level"): "unnamed error",
-    ("long_context.probe_sweep_task", "key"): "IndexError, complex cut, unnamed error",
-    ("long_context.probe_sweep_task", "gammas"): "complex cut, unnamed error",
-    ("long_context.output_cosine", "gamma"): "unnamed error",
-    ("key_scaling.sample_rows", "key"): "complex cut, unnamed error",
-    ("long_context.critical_limit", "gamma"): "unnamed error",
-    ("long_context.probe_cosine", "gamma"): "unnamed error",
-    ("long_context.transition_profile", "x"): "unnamed error",
-    ("long_context.transition_width", "level"): "unnamed error",
     ("meanfield.scaled_error_test", "limit"):
         "inf is a valid limit (documented; chapter 2 passes it): z_limit is NaN then",
-    ("normalisation.equiangular_network", "u0"): "unnamed error",
-    ("normalisation.random_run", "key"): "unnamed error",
-    ("normalisation.speed_factor", "r"): "complex cut",
 }
 
 

@@ -74,6 +74,18 @@ def pair_distance_bound(A: ArrayLike, x1: ArrayLike, x2: ArrayLike,
     Returns
     -------
     array (k,)
+
+    Examples
+    --------
+    Orthogonal tokens: the bound starts at :math:`|x_2(0) - x_1| = \sqrt 2` and then decays:
+
+    >>> b = pair_distance_bound(np.eye(2), [1.0, 0.0], [0.0, 1.0], [0.0, 10.0])
+    >>> print(round(float(b[0]) ** 2, 12), bool(b[1] < 0.3))
+    2.0 True
+
+    References
+    ----------
+    :cite:`karagodin2024clustering`
     """
     x1, x2 = _unit(x1, "x1"), _unit(x2, "x2")
     A = _checks.matrix(A, "A", shape=(x1.size, x1.size))
@@ -106,6 +118,28 @@ def pair_rate_band(A: ArrayLike, delta: float) -> tuple[float, float]:
     least-squares slope of :math:`\log|x_2 - x_1|` over times where the distance stays below
     :math:`\delta` is a weighted mean of secant slopes, so it lies in the same interval.
     Returns ``(low, high)``.
+
+    Parameters
+    ----------
+    A : array (d, d)
+        Key-query matrix.
+    delta : float
+        Largest distance :math:`\delta \in (0, 2]`.
+
+    Returns
+    -------
+    (float, float)
+        The interval ``(low, high)`` of the rate.
+
+    Examples
+    --------
+    >>> low, high = pair_rate_band(np.eye(2), 0.01)
+    >>> print(bool(low < 0.5 < high), bool(high - low < 0.01))
+    True True
+
+    References
+    ----------
+    :cite:`karagodin2024clustering`
     """
     A = _checks.matrix(A, "A", square=True)
     delta = _checks.positive_float(delta, "delta")
@@ -128,6 +162,47 @@ def pair_decay(A: ArrayLike, X0: ArrayLike, times: ArrayLike, trajectory: ArrayL
     ``below``, the two-token problem is integrated further, from the last state, with the
     same sampling step, over intervals as long as ``times``, up to ``t_max`` (then
     :class:`RuntimeError`). Returns ``(t, distances)``.
+
+    Parameters
+    ----------
+    A : array (d, d)
+        Key-query matrix.
+    X0 : array (n, d)
+        Unit tokens at time 0, ``n >= 2`` (only the first two are used).
+    times : array (k,)
+        Increasing sampling times from 0.
+    trajectory : array (k, n, d), optional
+        The full causal dynamics at ``times``, if already integrated.
+    below : float
+        The distance at which to stop.
+    t_max : float
+        The longest time allowed.
+    rtol, atol : float
+        Tolerances of :func:`transformer_pde.sphere.integrate_on_sphere`.
+
+    Returns
+    -------
+    (array, array)
+        Times and distances :math:`|x_2(t) - x_1(t)|`.
+
+    Raises
+    ------
+    RuntimeError
+        If the distance is still above ``below`` at ``t_max``.
+
+    Examples
+    --------
+    The distance decreases, below the bound of :func:`pair_distance_bound`:
+
+    >>> X0 = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]])
+    >>> t, dist = pair_decay(np.eye(2), X0, np.linspace(0.0, 5.0, 11), below=1e-3)
+    >>> bound = pair_distance_bound(np.eye(2), X0[0], X0[1], t)
+    >>> print(bool(dist[-1] < 1e-3), bool(np.all(dist <= bound * (1 + 1e-9))))
+    True True
+
+    References
+    ----------
+    :cite:`karagodin2024clustering`
     """
     X0 = _checks.points(X0, "X0")
     if X0.shape[0] < 2:
@@ -187,6 +262,30 @@ def leader_pair_bound(A: ArrayLike, z1: ArrayLike, z2: ArrayLike) -> tuple[bool,
 
     Returns ``(holds, bound)``: whether the condition holds, and the lower bound (``0.0``
     when it does not).
+
+    Parameters
+    ----------
+    A : array (d, d)
+        Key-query matrix.
+    z1, z2 : arrays (d,)
+        Tokens 1 and 2 at time 0 (rescaled coordinates).
+
+    Returns
+    -------
+    (bool, float)
+        Whether the condition holds, and the lower bound on :math:`|z_2(t) - z_1|`.
+
+    Examples
+    --------
+    >>> holds, bound = leader_pair_bound(np.eye(2), [0.0, 0.0], [3.0, 0.0])
+    >>> print(holds, bool(2.9 < bound < 3.0))
+    True True
+    >>> leader_pair_bound(np.eye(2), [1.0, 0.0], [0.0, 1.0])
+    (False, 0.0)
+
+    References
+    ----------
+    :cite:`geshkovski2023emergence,karagodin2024clustering`
     """
     z1 = _checks.real_array(z1, "z1")
     z2 = _checks.real_array(z2, "z2")

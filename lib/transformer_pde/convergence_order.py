@@ -89,6 +89,11 @@ def local_orders(errors: ArrayLike) -> NDArray[np.float64]:
     Returns
     -------
     array (m - 1,)
+
+    Examples
+    --------
+    >>> print([round(float(p), 12) for p in local_orders([0.1, 0.025, 0.00625])])
+    [2.0, 2.0]
     """
     e = _errors(errors)
     return np.log2(e[:-1] / e[1:])
@@ -117,6 +122,13 @@ def order_bounds(errors: ArrayLike, *, floor: float = 0.0) -> NDArray[np.float64
     array (m - 1,)
         :math:`B_k` for each local order :math:`p_k`; ``inf`` where :math:`k < 2` (two changes
         are needed).
+
+    Examples
+    --------
+    Errors :math:`4^{-k}` have exactly the order 2, so the estimates vanish once defined:
+
+    >>> print(order_bounds(4.0 ** -np.arange(5)).tolist())
+    [inf, inf, 0.0, 0.0]
     """
     e = _errors(errors)
     floor = _floor(floor)
@@ -212,6 +224,12 @@ def settle_order(error_at: Callable[[int], Any], order: float, *, first_depth: i
     Returns
     -------
     SettledOrder
+
+    Examples
+    --------
+    >>> result = settle_order(lambda L: 1.0 / L**2, 2.0)
+    >>> print(result.settled, result.depth)
+    True 32
     """
     if not callable(error_at):
         raise ValueError("error_at must be callable as error_at(L) -> error")

@@ -405,7 +405,7 @@ def sample_rows(key: Sequence[int], n: int, d: int, beta: float,
     ----------
     :cite:`bruno2026scaling`
     """
-    key = _checks.seed_key(key)
+    key = _checks.seed_key(key, "key")
     n = _checks.int_at_least(n, "n", 2)
     d = _dim(d)
     beta = _checks.nonnegative_float(beta, "beta")

@@ -52,10 +52,10 @@ def _rho(rho, allow_zero=False):
     return val
 
 
-def _gamma(gamma):
-    g = np.asarray(gamma, dtype=np.float64)
+def _gamma(gamma, name="gamma"):
+    g = _checks.real_array(gamma, name)
     if not np.all(np.isfinite(g)) or np.any(g < 0):
-        raise ValueError("gamma must be finite and >= 0")
+        raise ValueError(f"{name} must be finite and >= 0")
     return g
 
 
@@ -74,6 +74,25 @@ def critical_gamma(rho: float) -> float:
 
     Defined for :math:`0 < \rho < 1`, the hypothesis of the theorem; at :math:`\rho = 0` the
     transition sits at :math:`\gamma = 1/2` instead (:func:`midpoint_gamma`, chapter 8).
+
+    Parameters
+    ----------
+    rho : float
+        The common inner product, in :math:`(0, 1)`.
+
+    Returns
+    -------
+    float
+        :math:`\gamma_c = 1/(1-\rho)`.
+
+    Examples
+    --------
+    >>> critical_gamma(0.5)
+    2.0
+
+    References
+    ----------
+    :cite:`chen2025critical,rigollet2025meanfield`
     """
     return 1.0 / (1.0 - _rho(rho))
 
@@ -182,6 +201,32 @@ def critical_limit(gamma: ArrayLike, rho: float, *, residual: float = 0.0
     in chapter 8: :math:`K/n \to c`, :math:`1 + 2c`, :math:`\infty`). ``gamma`` may be an
     array; :math:`\gamma` within :math:`10^{-12}` relative of :math:`1/(1-\rho)` counts as
     critical.
+
+    Parameters
+    ----------
+    gamma : float or array
+        :math:`\gamma \ge 0`.
+    rho : float
+        The common inner product, in :math:`(0, 1)`.
+    residual : float
+        :math:`c \ge 0`, the weight of the residual connection.
+
+    Returns
+    -------
+    float or ndarray
+        The limit, shaped like ``gamma``.
+
+    Examples
+    --------
+    Below, at and above :math:`\gamma_c = 2` for :math:`\rho = 1/2`: 1, :math:`4\rho/(1+3\rho)`
+    and :math:`\rho`:
+
+    >>> print([round(float(v), 12) for v in critical_limit(np.array([1.0, 2.0, 3.0]), 0.5)])
+    [1.0, 0.8, 0.5]
+
+    References
+    ----------
+    :cite:`chen2025critical,rigollet2025meanfield`
     """
     rho = _rho(rho)
     g = _gamma(gamma)
@@ -246,9 +291,31 @@ def transition_profile(x: ArrayLike, rho: float) -> float | NDArray[np.float64]:
     :func:`output_cosine` tends to :math:`\Phi_\rho(x)` (derived in chapter 8);
     :math:`\Phi_\rho(0) = 1`, :math:`\Phi_\rho(1) = 4\rho/(1+3\rho)`,
     :math:`\Phi_\rho(\infty) = \rho`, and :math:`\Phi_\rho` decreases on :math:`[0, \infty)`.
+
+    Parameters
+    ----------
+    x : float or array
+        :math:`x \ge 0` (``inf`` allowed).
+    rho : float
+        The common inner product, in :math:`(0, 1)`.
+
+    Returns
+    -------
+    float or ndarray
+        :math:`\Phi_\rho(x)`, shaped like ``x``.
+
+    Examples
+    --------
+    >>> ends = transition_profile(np.array([0.0, np.inf]), 0.5)
+    >>> print(round(transition_profile(1.0, 0.5), 12), ends.tolist())
+    0.8 [1.0, 0.5]
+
+    References
+    ----------
+    :cite:`chen2025critical`
     """
     rho = _rho(rho)
-    x = np.asarray(x, dtype=np.float64)
+    x = _checks.real_array(x, "x")
     if not np.all(x >= 0):
         raise ValueError("x must be >= 0")
     with np.errstate(over="ignore", invalid="ignore"):
@@ -267,9 +334,30 @@ def profile_width(rho: float, level: float = 0.1) -> float:
     chapter 8): it sharpens like :math:`1/\log n`. :math:`\Phi_\rho(x) = T` is the quadratic
     :math:`(\rho - T)x^2 + 2\rho(1 - T)x + \rho(1 - T) = 0`, whose roots have a negative
     product for :math:`\rho < T < 1`: one positive root.
+
+    Parameters
+    ----------
+    rho : float
+        The common inner product, in :math:`(0, 1)`.
+    level : float
+        The fraction of the drop, in :math:`(0, 1/2)`.
+
+    Returns
+    -------
+    float
+        :math:`\log(x_+/x_-)`.
+
+    Examples
+    --------
+    >>> round(profile_width(0.5), 6)
+    3.460263
+
+    References
+    ----------
+    :cite:`chen2025critical`
     """
     rho = _rho(rho)
-    level = float(level)
+    level = _checks.finite_float(level, "level")
     if not 0.0 < level < 0.5:
         raise ValueError(f"level must lie in (0, 0.5), got {level!r}")
 
@@ -296,6 +384,32 @@ def transition_width(n: int, rho: float, level: float = 0.1) -> float:
     fractions ``level`` and ``1 - level`` of its drop from 1 to :math:`\rho` (Brent's
     method; the cosine decreases in :math:`\gamma`). Tends to
     ``profile_width(rho, level) / ((1 - rho) log n)`` (chapter 8).
+
+    Parameters
+    ----------
+    n : int
+        Number of tokens, at least 2.
+    rho : float
+        The common inner product, in :math:`(0, 1)`.
+    level : float
+        The fraction of the drop, in :math:`(0, 1/2)`.
+
+    Returns
+    -------
+    float
+        The width in :math:`\gamma`.
+
+    Examples
+    --------
+    At :math:`n = 10^6` the width is already that of the limit profile:
+
+    >>> w = transition_width(10**6, 0.5)
+    >>> print(bool(abs(w * 0.5 * np.log(10**6) / profile_width(0.5) - 1) < 1e-4))
+    True
+
+    References
+    ----------
+    :cite:`chen2025critical`
     """
     from scipy.optimize import brentq
 
@@ -323,6 +437,32 @@ def probe_configuration(n: int, rho: float, d_bulk: int,
     0 and 1 of attention are those of an equiangular configuration, in dimension
     :math:`3 + d_b` instead of :math:`n`. Returns ``(X, sum_sq)`` with
     :math:`|S|^2 = |\sum_l\theta_l|^2` for :func:`output_cosine`.
+
+    Parameters
+    ----------
+    n : int
+        Number of tokens, at least 2.
+    rho : float
+        The common inner product, in :math:`(0, 1)`.
+    d_bulk : int
+        Dimension :math:`d_b \ge 1` of the bulk's sphere.
+    rng : numpy.random.Generator
+        Draws the bulk.
+
+    Returns
+    -------
+    (array (n, 3 + d_bulk), float)
+        The tokens and :math:`|S|^2`.
+
+    Examples
+    --------
+    >>> X, S2 = probe_configuration(6, 0.5, 4, np.random.default_rng(0))
+    >>> print(X.shape, bool(np.allclose(X[0] @ X[1:].T, 0.5)))
+    (6, 7) True
+
+    References
+    ----------
+    :cite:`chen2025critical`
     """
     n = _checks.int_at_least(n, "n", 2)
     rho = _rho(rho)
@@ -347,6 +487,35 @@ def probe_cosine(X: ArrayLike, gamma: float, *, chunk_size: int | None = None,
     :math:`V = I` and ``queries = X[:2]``: memory :math:`O(nd)`, no :math:`n \times n`
     array; adds ``residual`` times the token (:func:`output_cosine`). ``X`` from
     :func:`probe_configuration` (or any unit tokens).
+
+    Parameters
+    ----------
+    X : array (n, d)
+        Unit tokens, ``n >= 2``.
+    gamma : float
+        :math:`\gamma \ge 0`, :math:`\beta_n = \gamma\log n`.
+    chunk_size : int, optional
+        Rows per block of the attention kernel.
+    residual : float
+        :math:`c \ge 0`, the weight of the residual connection.
+
+    Returns
+    -------
+    float
+        The cosine of the outputs of tokens 0 and 1.
+
+    Examples
+    --------
+    On a :func:`probe_configuration` it is the exact :func:`output_cosine`:
+
+    >>> X, S2 = probe_configuration(50, 0.5, 8, np.random.default_rng(0))
+    >>> exact = output_cosine(50, 1.0, 0.5, sum_sq=S2)
+    >>> print(bool(np.isclose(probe_cosine(X, 1.0), exact, rtol=1e-10)))
+    True
+
+    References
+    ----------
+    :cite:`chen2025critical`
     """
     X = _checks.points(X, "X")
     n, d = X.shape
@@ -367,9 +536,40 @@ def probe_sweep_task(key: Sequence[int], rho: float, d_bulk: int, gammas: ArrayL
 
     Returns ``(measured, exact)``, two arrays of ``len(gammas)`` cosines; a task of
     :func:`transformer_pde.draws.map_keys`.
+
+    Parameters
+    ----------
+    key : sequence of int
+        Seed of the generator; its last entry is ``n``.
+    rho : float
+        The common inner product, in :math:`(0, 1)`.
+    d_bulk : int
+        Dimension of the bulk's sphere.
+    gammas : float or array (m,)
+        :math:`\gamma \ge 0` values.
+    residual : float
+        :math:`c \ge 0`, the weight of the residual connection.
+
+    Returns
+    -------
+    (array (m,), array (m,))
+        Measured and exact cosines.
+
+    Examples
+    --------
+    >>> measured, exact = probe_sweep_task([0, 50], 0.5, 8, [0.5, 2.0])
+    >>> print(bool(np.allclose(measured, exact, rtol=1e-10)))
+    True
+
+    References
+    ----------
+    :cite:`chen2025critical`
     """
-    n = int(np.atleast_1d(key)[-1])
+    key = _checks.seed_key(key, "key")
+    n = key[-1]
     X, S2 = probe_configuration(n, rho, d_bulk, np.random.default_rng(key))
-    g = np.atleast_1d(_gamma(gammas))
+    g = np.atleast_1d(_gamma(gammas, "gammas"))
+    if g.ndim != 1:
+        raise ValueError(f"gammas must be a number or a 1-D array, got shape {g.shape}")
     measured = np.array([probe_cosine(X, gg, residual=residual) for gg in g])
     return measured, np.atleast_1d(output_cosine(n, g, rho, sum_sq=S2, residual=residual))

@@ -61,6 +61,30 @@ def special_first_weights(n: int, R: float, gamma: float) -> NDArray[np.float64]
     :math:`\langle A y, x_1\rangle - \langle A y, y\rangle = 2\gamma R^2`; :math:`q_i` is the
     weight it gives to :math:`x_1` under the mask. Returns an array of shape ``(n - 1,)``
     (``n`` an integer >= 2).
+
+    Parameters
+    ----------
+    n : int
+        Number of tokens, at least 2.
+    R : float
+        Radius :math:`R > 0` of the configuration.
+    gamma : float
+        :math:`\gamma > 0` of the configuration (its eigenvalue).
+
+    Returns
+    -------
+    array (n - 1,)
+        :math:`q_2, \dots, q_n`.
+
+    Examples
+    --------
+    >>> q = special_first_weights(3, 1.0, 0.5)  # 1/(1 + e^-1), 1/(1 + 2 e^-1)
+    >>> print(bool(np.allclose(q, 1.0 / (1.0 + np.array([1.0, 2.0]) * np.exp(-1.0)))))
+    True
+
+    References
+    ----------
+    :cite:`castin2024smooth`
     """
     n = int(_n_values(n))
     R, gamma = _radius(R), _gamma(gamma)
@@ -83,6 +107,33 @@ def special_first_norm(n: ArrayLike, R: float, gamma: float) -> float | NDArray[
     token 1 sees itself only, so :math:`D f^m_1(E) = u`; for :math:`i \ge 2`,
     :math:`D f^m_i(E) = q_i u + q_i\varepsilon_i \Delta\,\langle A y, u\rangle = q_i(1 +
     2\gamma R^2\varepsilon_i)\,u`. ``n`` may be an array of integers >= 2.
+
+    Parameters
+    ----------
+    n : int or array of int
+        Number of tokens, at least 2.
+    R : float
+        Radius :math:`R > 0`.
+    gamma : float
+        :math:`\gamma > 0` of the configuration.
+
+    Returns
+    -------
+    float or array
+        The norm, shaped like ``n``.
+
+    Examples
+    --------
+    It is above the lower bound of Theorem 1 of Castin, Ablin and Peyré (2024):
+
+    >>> n = np.array([4, 16])
+    >>> paper = np.sqrt(n - 1) / (1 + (n - 1) * np.exp(-2 * 0.5 * 2.0**2))
+    >>> print(bool(np.all(special_first_norm(n, 2.0, 0.5) > paper)))
+    True
+
+    References
+    ----------
+    :cite:`castin2024smooth`
     """
     ns = _n_values(n)
     R, gamma = _radius(R), _gamma(gamma)
@@ -115,6 +166,32 @@ def special_first_sqrt_n_gap(A: ArrayLike, n: ArrayLike, R: float) -> float | ND
     \|E\|` and :math:`|\Delta||Ay| = 2\gamma R^2`. Since :math:`\varepsilon_i \le (i-1)
     e^{-2\gamma R^2}`, the bound decays like :math:`n^{3/2} e^{-2\gamma R^2}`. ``n`` may be an
     array of integers >= 2.
+
+    Parameters
+    ----------
+    A : array (d, d)
+        Key-query matrix with a real eigenvalue.
+    n : int or array of int
+        Number of tokens, at least 2.
+    R : float
+        Radius :math:`R > 0`.
+
+    Returns
+    -------
+    float or array
+        The bound, shaped like ``n``.
+
+    Examples
+    --------
+    The bound vanishes as the radius grows:
+
+    >>> gaps = [special_first_sqrt_n_gap(np.eye(2), 16, R) for R in (3.0, 6.0)]
+    >>> print(bool(gaps[1] < gaps[0] / 100))
+    True
+
+    References
+    ----------
+    :cite:`castin2024smooth`
     """
     A = _checks.matrix(A, "A", square=True)
     ns = _n_values(n)
@@ -144,6 +221,27 @@ def special_last_upper_bound(A: ArrayLike, R: float) -> float:
     (Hardy, Littlewood and Pólya, 1934, Theorem 326). Only the last row sees the special
     token, and its norm is at most :math:`B`. The lower bound of Castin, Ablin and Peyré
     (2024) grows like :math:`\sqrt n` with the special token first; this bound does not grow.
+
+    Parameters
+    ----------
+    A : array (d, d)
+        Key-query matrix with a real eigenvalue.
+    R : float
+        Radius :math:`R > 0`.
+
+    Returns
+    -------
+    float
+        The bound :math:`(4 + B^2)^{1/2}`.
+
+    Examples
+    --------
+    >>> print(f"{special_last_upper_bound(np.eye(2), 1.0):.6f}")
+    2.352830
+
+    References
+    ----------
+    :cite:`castin2024smooth,hardy1934inequalities`
     """
     A = _checks.matrix(A, "A", square=True)
     R = _radius(R)

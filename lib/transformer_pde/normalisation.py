@@ -110,6 +110,29 @@ def attention_vector(Theta: ArrayLike, beta: float) -> NDArray[np.float64]:
     ``Theta`` (n, d) holds the directions (unit rows; other rows are normalised first). This
     is :func:`transformer_pde.attention.softmax` with :math:`A = \beta I` and :math:`V = I`
     on the normalised tokens (Karagodin, Ge, Polyanskiy and Rigollet, 2025).
+
+    Parameters
+    ----------
+    Theta : array (n, d)
+        Directions :math:`\theta_i` as rows (normalised first if not unit).
+    beta : float
+        Inverse temperature :math:`\beta \ge 0`.
+
+    Returns
+    -------
+    array (n, d)
+        The rows :math:`A_i(\Theta)`.
+
+    Examples
+    --------
+    At :math:`\beta = 0` every row is the mean direction:
+
+    >>> print(attention_vector(np.eye(2), 0.0).round(6).tolist())
+    [[0.5, 0.5], [0.5, 0.5]]
+
+    References
+    ----------
+    :cite:`karagodin2025normalization`
     """
     Theta = _checks.points(Theta, "Theta")
     beta = _beta(beta)
@@ -131,14 +154,44 @@ def speed_factor(scheme: str, r: ArrayLike, A: ArrayLike, t: float = 0.0, *, alp
     (derived in chapter 8 from the flows of the module notes; the framework is that of
     Karagodin, Ge, Polyanskiy and Rigollet, 2025). ``r`` (n,) the norms, ``A`` (n, d) the
     attention vectors, ``t`` the time (Mix-LN: 1 for ``t < switch``, else ``r``).
+
+    Parameters
+    ----------
+    scheme : {"post", "pre", "peri", "mix", "ngpt", "sqrt", "cod"}
+        The normalisation scheme.
+    r : array (n,)
+        Positive norms :math:`r_i`.
+    A : array (n, d)
+        Attention vectors :math:`A_i`.
+    t : float
+        Time (for ``mix``, ``sqrt`` and ``cod``).
+    alpha : float
+        nGPT's step :math:`\alpha > 0`.
+    switch : float
+        Mix-LN's switching time, :math:`\ge 0`.
+
+    Returns
+    -------
+    array (n,)
+        The speed factors :math:`s_i`.
+
+    Examples
+    --------
+    >>> r, A = np.array([2.0, 3.0]), np.array([[3.0, 4.0], [0.0, 0.5]])
+    >>> print(speed_factor("pre", r, A).tolist(), speed_factor("peri", r, A).tolist())
+    [2.0, 3.0] [10.0, 1.5]
+
+    References
+    ----------
+    :cite:`karagodin2025normalization`
     """
     scheme = _scheme(scheme)
     alpha, switch = _options(alpha, switch)
-    r = np.asarray(r, dtype=np.float64)
+    r = _checks.real_array(r, "r")
     A = _checks.points(A, "A")
     if r.shape != (A.shape[0],) or np.any(~np.isfinite(r)) or np.any(r <= 0):
         raise ValueError(f"r must hold {A.shape[0]} positive norms, got shape {r.shape}")
-    t = float(t)
+    t = _checks.finite_float(t, "t")
     normA = np.linalg.norm(A, axis=1)
     if scheme == "post" or (scheme == "mix" and t < switch):
         return np.ones_like(r)
@@ -165,6 +218,35 @@ def flow_field(scheme: str, beta: float, *, alpha: float = 1.0,
     (the field is tangent, so norms are first integrals); the others act on
     :math:`\mathbb R^d \setminus \{0\}`. In every case
     :math:`\dot\theta_i = s_i^{-1}P_{\theta_i}A_i` with :func:`speed_factor`.
+
+    Parameters
+    ----------
+    scheme : {"post", "pre", "peri", "mix", "ngpt", "sqrt", "cod"}
+        The normalisation scheme.
+    beta : float
+        Inverse temperature :math:`\beta \ge 0`.
+    alpha : float
+        nGPT's step :math:`\alpha > 0`.
+    switch : float
+        Mix-LN's switching time, :math:`\ge 0`.
+
+    Returns
+    -------
+    callable
+        ``field(t, X)``, the velocities of the tokens ``X`` (n, d) at time ``t``.
+
+    Examples
+    --------
+    The Post-LN field is tangent to the sphere:
+
+    >>> X = np.array([[1.0, 0.0], [0.0, 1.0]])
+    >>> V = flow_field("post", 1.0)(0.0, X)
+    >>> print(bool(np.allclose(np.einsum("ij,ij->i", X, V), 0.0, atol=1e-15)))
+    True
+
+    References
+    ----------
+    :cite:`karagodin2025normalization`
     """
     scheme = _scheme(scheme)
     beta = _beta(beta)
@@ -202,6 +284,39 @@ def residual_network(X0: ArrayLike, scheme: str, beta: float, T: float, L: int, 
     Returns all ``L + 1`` layers, shape ``(L + 1, n, d)``. Each layer is an explicit Euler
     step of :func:`flow_field` followed, for the sphere schemes, by :math:`x \mapsto x/|x|`:
     a first-order scheme of the flow (chapter 7's lemma for ``post``).
+
+    Parameters
+    ----------
+    X0 : array (n, d)
+        Input tokens (unit rows for the sphere schemes).
+    scheme : {"post", "pre", "peri", "mix", "ngpt", "sqrt", "cod"}
+        The normalisation scheme.
+    beta : float
+        Inverse temperature :math:`\beta \ge 0`.
+    T : float
+        Depth in units of time, :math:`> 0`.
+    L : int
+        Number of layers.
+    alpha : float
+        nGPT's step :math:`\alpha > 0`.
+    switch : float
+        Mix-LN's switching time, :math:`\ge 0`.
+
+    Returns
+    -------
+    array (L + 1, n, d)
+        The tokens after ``0, ..., L`` layers.
+
+    Examples
+    --------
+    >>> X0 = np.array([[1.0, 0.0], [0.6, 0.8]])
+    >>> out = residual_network(X0, "post", 1.0, 2.0, 20)
+    >>> print(out.shape, bool(pair_gap(out[-1]) < pair_gap(out[0])))
+    (21, 2, 2) True
+
+    References
+    ----------
+    :cite:`karagodin2025normalization`
     """
     scheme = _scheme(scheme)
     beta = _beta(beta)
@@ -247,8 +362,27 @@ def pair_gap(X: ArrayLike) -> NDArray[np.float64]:
     the value is :math:`\frac{1}{n-1}\sum_i|\theta_i - \bar\theta|^2`: differences of
     nearly equal vectors, which keep their relative accuracy when the tokens nearly coincide,
     at a cost linear in ``n``. ``X`` (n, d) or (k, n, d) (one value per layer or time).
+
+    Parameters
+    ----------
+    X : array (n, d) or (k, n, d)
+        Tokens as rows (non-zero; only their directions matter), ``n >= 2``.
+
+    Returns
+    -------
+    float or array (k,)
+        The mean of :math:`1 - \langle\theta_i, \theta_j\rangle` over pairs.
+
+    Examples
+    --------
+    >>> print(round(float(pair_gap([[1.0, 0.0], [0.0, 1.0]])), 12))
+    1.0
+
+    References
+    ----------
+    :cite:`karagodin2025normalization`
     """
-    arr = np.asarray(X, dtype=np.float64)
+    arr = _checks.real_array(X, "X")
     if arr.ndim not in (2, 3) or arr.shape[-2] < 2 or not np.all(np.isfinite(arr)):
         raise ValueError(f"X must be a finite array (n, d) or (k, n, d) with n >= 2, got shape "
                          f"{arr.shape}")
@@ -296,6 +430,42 @@ def equiangular_rhs(scheme: str, t: float, u: float, r: float, n: int, beta: flo
     factor (:func:`speed_factor`). Post-LN with :math:`u = 1 - \rho` is chapter 7's SA
     equation. ``alpha`` may be a function of :math:`t` (nGPT with a time-varying
     :math:`\alpha_t`).
+
+    Parameters
+    ----------
+    scheme : {"post", "pre", "peri", "mix", "ngpt", "sqrt", "cod"}
+        The normalisation scheme.
+    t : float
+        Time.
+    u : float
+        :math:`u = 1 - \rho \in [0, n/(n-1)]`.
+    r : float
+        Common norm :math:`r > 0`.
+    n : int
+        Number of tokens, at least 2.
+    beta : float
+        Inverse temperature :math:`\beta \ge 0`.
+    alpha : float or callable
+        nGPT's step, or a function of :math:`t`.
+    switch : float
+        Mix-LN's switching time.
+
+    Returns
+    -------
+    (float, float)
+        :math:`(\dot u, \dot r)`.
+
+    Examples
+    --------
+    At :math:`\beta = 0` and :math:`n = 2`, :math:`b = 1/2` and :math:`\dot u = -u(2 - u)`:
+
+    >>> du, dr = equiangular_rhs("post", 0.0, 0.5, 1.0, 2, 0.0)
+    >>> print(round(du, 12), dr)
+    -0.75 0.0
+
+    References
+    ----------
+    :cite:`karagodin2025normalization`
     """
     scheme = _scheme(scheme)
     beta = _beta(beta)
@@ -305,8 +475,8 @@ def equiangular_rhs(scheme: str, t: float, u: float, r: float, n: int, beta: flo
     n = _checks.positive_int(n, "n")
     if n < 2:
         raise ValueError(f"n must be at least 2, got {n}")
-    u = float(u)
-    r = float(r)
+    u = _checks.finite_float(u, "u")
+    r = _checks.finite_float(r, "r")
     if not (0.0 <= u <= n / (n - 1)) or not np.isfinite(u):
         raise ValueError(f"u = 1 - rho must lie in [0, n/(n-1)], got {u!r}")
     if not (r > 0 and np.isfinite(r)):
@@ -340,12 +510,51 @@ def equiangular_flow(scheme: str, u0: float, n: int, beta: float, times: ArrayLi
     down to any size, so that decays to :math:`10^{-30}` are resolved); Mix-LN is integrated
     in two pieces, before and after ``switch``. ``alpha`` may be a function of :math:`t`
     (:func:`equiangular_rhs`). Returns ``(u, r)`` at ``times``.
+
+    Parameters
+    ----------
+    scheme : {"post", "pre", "peri", "mix", "ngpt", "sqrt", "cod"}
+        The normalisation scheme.
+    u0 : float
+        Initial :math:`u = 1 - \rho`, :math:`> 0`.
+    n : int
+        Number of tokens, at least 2.
+    beta : float
+        Inverse temperature :math:`\beta \ge 0`.
+    times : array (k,)
+        Strictly increasing times, ``k >= 2``.
+    r0 : float
+        Initial norm, :math:`> 0`.
+    alpha : float or callable
+        nGPT's step, or a function of :math:`t`.
+    switch : float
+        Mix-LN's switching time.
+    rtol, atol : float
+        Tolerances of ``DOP853`` on :math:`(\log u, r)`.
+
+    Returns
+    -------
+    (array (k,), array (k,))
+        :math:`u` and :math:`r` at ``times``.
+
+    Examples
+    --------
+    For Post-LN at :math:`\beta = 0`, :math:`n = 2`, :math:`\dot u = -u(2 - u)` gives
+    :math:`1/u = \frac12 + (1/u_0 - \frac12)e^{2t}`:
+
+    >>> u, r = equiangular_flow("post", 0.5, 2, 0.0, np.linspace(0.0, 1.0, 3))
+    >>> print(bool(np.isclose(u[-1], 1 / (0.5 + 1.5 * np.exp(2.0)), rtol=1e-8)))
+    True
+
+    References
+    ----------
+    :cite:`karagodin2025normalization`
     """
     from scipy.integrate import solve_ivp
 
-    t = np.asarray(times, dtype=np.float64)
-    if t.ndim != 1 or t.size < 2 or not np.all(np.isfinite(t)) or np.any(np.diff(t) <= 0):
-        raise ValueError("times must be a strictly increasing 1-D array of at least 2 values")
+    t = _checks.increasing_times(times)
+    u0, r0 = _checks.finite_float(u0, "u0"), _checks.positive_float(r0, "r0")
+    rtol, atol = _checks.positive_float(rtol, "rtol"), _checks.nonnegative_float(atol, "atol")
     equiangular_rhs(scheme, t[0], u0, r0, n, beta, alpha=alpha, switch=switch)
     if not u0 > 0:
         raise ValueError(f"u0 must be > 0 (u = 0 is the cluster, a fixed point), got {u0!r}")
@@ -393,12 +602,49 @@ def equiangular_network(scheme: str, u0: float, n: int, beta: float, T: float, L
     :math:`u' = (|y_i|^2 - \langle y_i, y_j\rangle)/|y_i|^2` with
     :math:`|y_i|^2 - \langle y_i, y_j\rangle = (p - q)^2 u`, exactly, so that it keeps its
     relative accuracy.
+
+    Parameters
+    ----------
+    scheme : {"post", "pre", "peri", "mix", "ngpt", "sqrt", "cod"}
+        The normalisation scheme.
+    u0 : float
+        Initial :math:`u = 1 - \rho`.
+    n : int
+        Number of tokens, at least 2.
+    beta : float
+        Inverse temperature :math:`\beta \ge 0`.
+    T : float
+        Depth in units of time, :math:`> 0`.
+    L : int
+        Number of layers.
+    alpha : float
+        nGPT's step :math:`\alpha > 0`.
+    switch : float
+        Mix-LN's switching time.
+
+    Returns
+    -------
+    (array (L + 1,), array (L + 1,))
+        :math:`u` and :math:`r` after ``0, ..., L`` layers (:math:`r_0 = 1`).
+
+    Examples
+    --------
+    Pre-LN contracts the angles and lets the norms grow:
+
+    >>> u, r = equiangular_network("pre", 0.5, 4, 1.0, 2.0, 20)
+    >>> print(u.size, bool(u[-1] < u[0]), bool(r[-1] > 1.0))
+    21 True True
+
+    References
+    ----------
+    :cite:`karagodin2025normalization`
     """
     scheme = _scheme(scheme)
     beta = _beta(beta)
     alpha, switch = _options(alpha, switch)
     T = _checks.positive_float(T, "T")
     L = _checks.positive_int(L, "L")
+    u0 = _checks.finite_float(u0, "u0")
     equiangular_rhs(scheme, 0.0, u0, 1.0, n, beta, alpha=alpha, switch=switch)
     h = T / L
     u_out, r_out = np.empty(L + 1), np.empty(L + 1)
@@ -439,6 +685,27 @@ def asymptotic_law(scheme: str, *, alpha: float = 1.0) -> tuple[str, float]:
     (derived in chapter 8): Post-LN :math:`e^{-2t}`, nGPT :math:`e^{-2\alpha t}`, Pre-LN,
     Peri-LN and Mix-LN :math:`t^{-2}`, ``sqrt`` :math:`t^{-1}`, ``cod``
     :math:`e^{-4\sqrt{1+t}}`. The survey of Rigollet (2025) states Post-LN's and Pre-LN's.
+
+    Parameters
+    ----------
+    scheme : {"post", "pre", "peri", "mix", "ngpt", "sqrt", "cod"}
+        The normalisation scheme.
+    alpha : float
+        nGPT's step :math:`\alpha > 0`.
+
+    Returns
+    -------
+    (str, float)
+        The law (``"exp"``, ``"power"`` or ``"stretched"``) and its rate or exponent.
+
+    Examples
+    --------
+    >>> asymptotic_law("post"), asymptotic_law("ngpt", alpha=0.5), asymptotic_law("pre")
+    (('exp', 2.0), ('exp', 1.0), ('power', 2.0))
+
+    References
+    ----------
+    :cite:`karagodin2025normalization,rigollet2025meanfield`
     """
     scheme = _scheme(scheme)
     alpha = _checks.positive_float(alpha, "alpha")
@@ -454,7 +721,17 @@ def asymptotic_law(scheme: str, *, alpha: float = 1.0) -> tuple[str, float]:
 
 
 class RandomRun(NamedTuple):
-    """``(gap, radius, step)`` of :func:`random_run`, one value per layer."""
+    """``(gap, radius, step)`` of :func:`random_run`, one value per layer.
+
+    Attributes
+    ----------
+    gap : array (L + 1,)
+        :func:`pair_gap` after each layer.
+    radius : array (L + 1,)
+        Mean norm of the tokens after each layer.
+    step : array (L,)
+        Mean angle moved by the directions in each layer.
+    """
 
     gap: np.ndarray
     radius: np.ndarray
@@ -471,7 +748,42 @@ def random_run(key: Sequence[int], scheme: str, n: int, d: int, beta: float, T: 
     (``L + 1`` values), ``radius`` the mean norm :math:`\frac1n\sum_i r_i`, and ``step`` the
     mean angle :math:`\frac1n\sum_i \angle(\theta_i^{\ell}, \theta_i^{\ell+1})` moved by the
     directions in each layer (``L`` values).
+
+    Parameters
+    ----------
+    key : sequence of int
+        Seed of the generator (non-negative integers).
+    scheme : {"post", "pre", "peri", "mix", "ngpt", "sqrt", "cod"}
+        The normalisation scheme.
+    n, d : int
+        Number of tokens and dimension.
+    beta : float
+        Inverse temperature :math:`\beta \ge 0`.
+    T : float
+        Depth in units of time.
+    L : int
+        Number of layers.
+    alpha : float
+        nGPT's step :math:`\alpha > 0`.
+    switch : float
+        Mix-LN's switching time.
+
+    Returns
+    -------
+    RandomRun
+        ``gap`` (L + 1,), ``radius`` (L + 1,) and ``step`` (L,).
+
+    Examples
+    --------
+    >>> run = random_run([0, 1], "post", 8, 4, 1.0, 2.0, 10)
+    >>> print(run.gap.shape, run.step.shape, bool(run.gap[-1] < run.gap[0]))
+    (11,) (10,) True
+
+    References
+    ----------
+    :cite:`karagodin2025normalization`
     """
+    key = _checks.seed_key(key, "key")
     rng = np.random.default_rng(key)
     X0 = sphere.uniform_on_sphere(n, d, rng)
     net = residual_network(X0, scheme, beta, T, L, alpha=alpha, switch=switch)
@@ -493,6 +805,22 @@ def network_rate(scheme: str, h: float, t: ArrayLike, *, alpha: float = 1.0) -> 
     cumulative sum ``c`` with ``c[0] = 0`` over the layer times ``t`` (``t[l] = l h``), so
     that :math:`\log u \approx \mathrm{const} - c`.
 
+    Parameters
+    ----------
+    scheme : {"post", "ngpt", "cod"}
+        An exponential scheme.
+    h : float
+        Step of a layer, :math:`> 0`.
+    t : array (L + 1,)
+        Layer times, finite and :math:`\ge 0`.
+    alpha : float
+        nGPT's step, with :math:`h\alpha < 1`.
+
+    Returns
+    -------
+    array (L + 1,)
+        The cumulative clock ``c``, ``c[0] = 0``.
+
     Examples
     --------
     >>> c = network_rate("post", 0.1, 0.1 * np.arange(11))
@@ -509,7 +837,7 @@ def network_rate(scheme: str, h: float, t: ArrayLike, *, alpha: float = 1.0) -> 
                          f"got {scheme!r}")
     h = _checks.positive_float(h, "h")
     alpha = _checks.positive_float(alpha, "alpha")
-    t = np.asarray(t, dtype=np.float64)
+    t = _checks.real_array(t, "t")
     if t.ndim != 1 or t.size < 2 or not np.all(np.isfinite(t)) or np.any(t < 0):
         raise ValueError("t must be a 1-D array of at least 2 finite times >= 0")
     if scheme == "ngpt" and not h * alpha < 1:
@@ -524,7 +852,19 @@ def network_rate(scheme: str, h: float, t: ArrayLike, *, alpha: float = 1.0) -> 
 
 
 class LawFit(NamedTuple):
-    """What :func:`fit_laws` measures on one run (``nan`` where it does not apply)."""
+    r"""What :func:`fit_laws` measures on one run (``nan`` where it does not apply).
+
+    Attributes
+    ----------
+    rate : float
+        Slope of :math:`-\log\bar u` against the network's clock (exponential schemes).
+    exponent_r : float
+        Exponent of :math:`\bar u` against the mean norm :math:`\bar r`.
+    growth : float
+        Slope of :math:`\bar r` against :math:`t` (``sqrt``: against :math:`\sqrt{1+t}`).
+    exponent_t, exponent_rt : float
+        Exponents of :math:`\bar u` and of :math:`\bar r` against :math:`t`.
+    """
 
     rate: float
     exponent_r: float
@@ -546,6 +886,37 @@ def fit_laws(run: RandomRun, scheme: str, h: float, *, alpha: float = 1.0,
     :math:`\bar r` against :math:`t` (``sqrt``: against :math:`\sqrt{1+t}`; predicted 1 and
     2), ``exponent_t`` the exponent of :math:`\bar u` against :math:`t` and ``exponent_rt``
     that of :math:`\bar r` against :math:`t` (chapter 8).
+
+    Parameters
+    ----------
+    run : RandomRun
+        The output of :func:`random_run`.
+    scheme : {"post", "pre", "peri", "mix", "ngpt", "sqrt", "cod"}
+        The scheme of the run.
+    h : float
+        Step of a layer (``T / L`` of the run).
+    alpha : float
+        nGPT's step.
+    high, low : float
+        The window of :math:`\bar u` of the exponential fit.
+
+    Returns
+    -------
+    LawFit
+        ``rate``, ``exponent_r``, ``growth``, ``exponent_t`` and ``exponent_rt`` (``nan``
+        where they do not apply).
+
+    Examples
+    --------
+    Post-LN's gap decays at the network's clock:
+
+    >>> run = random_run([0, 1], "post", 8, 4, 1.0, 15.0, 150)
+    >>> print(bool(abs(fit_laws(run, "post", 0.1).rate - 1.0) < 1e-3))
+    True
+
+    References
+    ----------
+    :cite:`karagodin2025normalization`
     """
     from . import fitting, rates
 
@@ -623,7 +994,7 @@ def initial_velocity(key: Sequence[int], n: int, d: int, beta: float = 1.0) -> N
     ----------
     :cite:`karagodin2025normalization`
     """
-    key = _checks.seed_key(key)
+    key = _checks.seed_key(key, "key")
     n, d = _sizes(n, d)
     beta = _beta(beta)
     Theta = sphere.uniform_on_sphere(n, d, np.random.default_rng(key))
@@ -739,7 +1110,7 @@ def random_weights_run(key: Sequence[int], scheme: str, n: int, d: int, beta: fl
     ----------
     :cite:`karagodin2025normalization`
     """
-    key = _checks.seed_key(key)
+    key = _checks.seed_key(key, "key")
     if scheme not in ("post", "pre"):
         raise ValueError(f"scheme must be 'post' or 'pre', got {scheme!r}")
     n, d = _sizes(n, d)

@@ -49,6 +49,17 @@ def use_house_style() -> None:
     the display width, which Jupyter and the book's HTML use), and ``savefig``
     writes the same resolution. PNG rather than SVG keeps scatter plots of thousands of
     points small in the stored notebooks.
+
+    Returns
+    -------
+    None
+
+    Examples
+    --------
+    >>> with mpl.rc_context():  # restores the previous defaults afterwards
+    ...     use_house_style()
+    ...     print(mpl.rcParams["figure.dpi"] == DPI, mpl.rcParams["xtick.labelsize"] >= 9)
+    True True
     """
     mpl.rcParams.update({
         "figure.figsize": (TEXT_WIDTH, 3.6),
@@ -224,7 +235,19 @@ def quiver_field(ax: Axes, X: ArrayLike, velocities: ArrayLike, *, grid: ArrayLi
 
 
 def close_all() -> None:
-    """Close every open figure (keeps notebook memory flat)."""
+    """Close every open figure (keeps notebook memory flat).
+
+    Returns
+    -------
+    None
+
+    Examples
+    --------
+    >>> fig = plt.figure()
+    >>> close_all()
+    >>> plt.get_fignums()
+    []
+    """
     plt.close("all")
 
 
