@@ -177,7 +177,8 @@ def law(folder, resamples=10**6, chunk=10**4):
     rows = [("level", zl, centre / s)]
     for case, end in xs_keys:
         k = (case, 64, end)
-        z = np.array([p[k].mean() / np.sqrt(p[k].var(ddof=1) / n[64]) for p in per_seed])
+        # the law is for the mean: standardised by the pooled sd (the sign is that of the mean)
+        z = np.array([p[k].mean() / np.sqrt(v[k] / n[64]) for p in per_seed])
         rows.append((f"{case} {end}", z, m[k] / np.sqrt(v[k] / n[64])))
     for name, zz, mean_law in rows:
         ks = stats.kstest(zz - mean_law, "norm")
