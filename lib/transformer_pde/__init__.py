@@ -63,6 +63,8 @@ Modules (one mathematical object each):
   (Euler-Maruyama steps, their exact weak error on the heat kernel, the noisy USA drift);
 - :mod:`~transformer_pde.noisy_kuramoto`: stationary states of the noisy dynamics (Kuramoto
   order parameter, mode thresholds, K_# and beta_*, the branch on the circle);
+- :mod:`~transformer_pde.cluster_merging`: two clusters on the circle under the noisy USA
+  dynamics (exact centre noise, mean and law of the merge time, the particle runs);
 - :mod:`~transformer_pde.random_value`: two tokens driven by random value matrices (the
   diffusion limit of their cosine, the exponents of its ends, the antipodal probability);
 - :mod:`~transformer_pde.homogenized`: attention layers whose queries, keys and values are
