@@ -81,15 +81,21 @@ def _checks_fail(y64, y32, xs):
     return np.stack(fails, axis=1)
 
 
-def law(folder, resamples=10**6, chunk=10**4):
+def law(folder, resamples=10**6, chunk=10**4, level_extra=None):
     """Normal law of the five statistics from the pooled sequences of the kept seeds, its
-    finite-n check by resampling, the replays' z-values against it, and the power."""
+    finite-n check by resampling, the replays' z-values against it, and the power.
+
+    level_extra: a folder of further kept seeds whose runs only add to the estimate of the
+    level's centre (the remainder of the Richardson combination) and of its uncertainty."""
     from pathlib import Path
 
     from scipy import stats
 
     files = sorted(Path(folder).glob("seed*.npz"))
     per_seed = [_scalars(dict(np.load(f))) for f in files]
+    extra = []
+    if level_extra is not None:
+        extra = [_scalars(dict(np.load(f))) for f in sorted(Path(level_extra).glob("seed*.npz"))]
     keys = list(per_seed[0])
     pooled = {k: np.concatenate([p[k] for p in per_seed]) for k in keys}
     n = {N: d for N, d in SIZES.items()}
@@ -116,10 +122,14 @@ def law(folder, resamples=10**6, chunk=10**4):
     var_s = (16 * (mu4[a] - v[a] ** 2) / n[64] ** 3
              + (mu4[b] - v[b] ** 2) / n[32] ** 3) / (4 * s2)
     cov_rs = (8 * mu3[a] / n[64] ** 2 - mu3[b] / n[32] ** 2) / (2 * s)
-    centre = 2 * m[a] - m[b] - 1
-    # per-seed estimates of the centre give its uncertainty
-    seeds_c = np.array([2 * p[a].mean() - p[b].mean() - 1 for p in per_seed])
-    se_c = seeds_c.std(ddof=1) / np.sqrt(len(files))
+    # per-seed estimates of the centre give its uncertainty (every seed has the same
+    # numbers of sequences, so their mean is the pooled estimate)
+    seeds_c = np.array([2 * p[a].mean() - p[b].mean() - 1 for p in per_seed + extra])
+    centre, se_c = seeds_c.mean(), seeds_c.std(ddof=1) / np.sqrt(seeds_c.size)
+    if extra:
+        print(f"  level centre from {seeds_c.size} seeds ({len(extra)} of them only for it); "
+              f"the kept seeds alone: {seeds_c[:len(files)].mean():+.4f}, the others "
+              f"{seeds_c[len(files):].mean():+.4f}")
     for label, c in (("fitted", centre), ("pessimistic", centre - 2 * se_c)):
         lo = (c + 6 * s) / np.sqrt(s2 + 36 * var_s + 12 * cov_rs)
         hi = (6 * s - c) / np.sqrt(s2 + 36 * var_s - 12 * cov_rs)
@@ -158,7 +168,7 @@ def law(folder, resamples=10**6, chunk=10**4):
     xs_keys = [(c, e) for c in LAMS for e in ("first", "last")]
     fails = np.zeros(5, dtype=np.int64)
     anyf = 0
-    for _ in range(resamples // chunk):
+    for _ in range(resamples // chunk if resamples else 0):
         i64 = gen.integers(0, pooled[a].size, size=(chunk, n[64]))
         i32 = gen.integers(0, pooled[b].size, size=(chunk, n[32]))
         j64 = gen.integers(0, pooled[a].size, size=(chunk, n[64]))
@@ -213,9 +223,13 @@ def main():
     ap.add_argument("--closed", action="store_true")
     ap.add_argument("--save", metavar="DIR", help="keep each seed's per-sequence estimates")
     ap.add_argument("--law", metavar="DIR", help="only analyse the estimates kept in DIR")
+    ap.add_argument("--level-extra", metavar="DIR",
+                    help="with --law: seeds kept in DIR also enter the level's centre")
+    ap.add_argument("--resamples", type=int, default=10**6,
+                    help="with --law: resampled runs (0 skips the resampling)")
     args = ap.parse_args()
     if args.law:
-        law(args.law)
+        law(args.law, resamples=args.resamples, level_extra=args.level_extra)
         return
     if args.closed:
         lhs, rhs = L.smallness(BETA, 3.0, T)
