@@ -207,6 +207,34 @@ def circle_minimiser(beta: float, D: ArrayLike, *, modes: int | None = None,
     :math:`\frac{1}{2\beta}\sum_k I_k(\beta A)I_k(\beta B)c_{|k|}`, the constant value of the
     potential over :math:`2\beta`. If ``density`` is positive, :math:`\mu` is the unique
     minimiser of :math:`E_\beta` over probability measures (chapter 7).
+
+    Parameters
+    ----------
+    beta : float
+        The inverse temperature :math:`\beta > 0`.
+    D : array_like, shape (2, 2)
+        Symmetric positive definite interaction matrix.
+    modes : int, optional
+        Number :math:`N` of Fourier coefficients, at most :data:`MAX_MODES`.
+    tol : float
+        Target size of the first neglected coefficient when ``modes`` is not given.
+    dps : int, optional
+        Decimal digits of the multiple-precision solve.
+
+    Returns
+    -------
+    CircleMinimiser
+        The coefficients, the density, the potential and the energy of the measure.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> m = circle_minimiser(1.0, np.diag([2.0, 1.0]))
+    >>> bool(m.density(np.linspace(-np.pi, np.pi, 64)).min() > 0)  # hence the minimiser
+    True
+    >>> U = m.potential(np.linspace(-np.pi, np.pi, 9))
+    >>> bool(np.ptp(U) < 1e-12 * U.max())  # constant potential, by an independent quadrature
+    True
     """
     import mpmath
 

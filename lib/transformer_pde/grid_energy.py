@@ -74,8 +74,36 @@ def energy_nnls(Y: ArrayLike, beta: float = 1.0, D: ArrayLike | None = None, *,
     simplex (derived in chapter 7). Requires symmetric :math:`D \succeq 0` (else
     :class:`ValueError`).
 
-    Returns ``(weights, energy, gap)``, ``gap`` the Frank-Wolfe gap of :func:`energy_gap`
-    (zero up to rounding at an exact minimiser).
+    Parameters
+    ----------
+    Y : array_like, shape (m, d)
+        The points :math:`y_k` of the grid, on the sphere.
+    beta : float
+        The inverse temperature :math:`\beta > 0`.
+    D : array_like, shape (d, d), optional
+        The symmetric positive semidefinite interaction matrix (identity by default).
+    maxiter : int, optional
+        Iteration limit of :func:`scipy.optimize.nnls` (default ``50 m``).
+
+    Returns
+    -------
+    GridMinimum
+        ``(weights, energy, gap)``: the minimising weights (summing to one), the energy
+        :math:`E(w)`, and the Frank-Wolfe gap of :func:`energy_gap` (zero up to rounding at an
+        exact minimiser).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> t = np.linspace(0, 2 * np.pi, 8, endpoint=False)
+    >>> Y = np.column_stack([np.cos(t), np.sin(t)])  # a regular octagon on the circle
+    >>> w, E, gap = energy_nnls(Y, beta=1.0)
+    >>> bool(np.allclose(w, 1 / 8)), gap < 1e-12  # symmetry: the uniform weights
+    (True, True)
+
+    References
+    ----------
+    C. L. Lawson and R. J. Hanson, *Solving Least Squares Problems*, Prentice-Hall, 1974.
     """
     Y, beta, D, K = _kernel(Y, beta, D)
     _psd_root(D)
@@ -101,6 +129,37 @@ def energy_gap(Y: ArrayLike, weights: ArrayLike, beta: float = 1.0,
     For :math:`E(w) = \frac{1}{2\beta}w^\top Kw` on the simplex (points ``Y``), with
     :math:`\nabla E = Kw/\beta`. For convex :math:`E` (:math:`D \succeq 0`),
     :math:`E(w) - \min E \le` gap (Jaggi, 2013): a certificate of near-optimality.
+
+    Parameters
+    ----------
+    Y : array_like, shape (m, d)
+        The points of the grid, on the sphere.
+    weights : array_like, shape (m,)
+        Non-negative weights summing to one.
+    beta : float
+        The inverse temperature :math:`\beta > 0`.
+    D : array_like, shape (d, d), optional
+        The symmetric interaction matrix (identity by default).
+
+    Returns
+    -------
+    float
+        The gap, non-negative; an upper bound on :math:`E(w) - \min E` when
+        :math:`D \succeq 0`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> t = np.linspace(0, 2 * np.pi, 8, endpoint=False)
+    >>> Y = np.column_stack([np.cos(t), np.sin(t)])  # a regular octagon on the circle
+    >>> energy_gap(Y, np.full(8, 1 / 8)) < 1e-12  # the minimiser
+    True
+    >>> round(energy_gap(Y, np.eye(8)[0]), 6)  # a point mass: e - 1/e
+    2.350402
+
+    References
+    ----------
+    M. Jaggi, "Revisiting Frank-Wolfe: projection-free sparse convex optimization", ICML 2013.
     """
     Y, beta, D, K = _kernel(Y, beta, D)
     w = _checks.weights(weights, Y.shape[0])
@@ -116,6 +175,35 @@ def moment_tensor(Y: ArrayLike, weights: ArrayLike, k: int,
     Returns an array of :math:`d^k` entries (:math:`k = 0` gives ``[1.0]``). These are the
     quantities the energy sees: :math:`\iint e^{\beta\langle x, Dy\rangle}d\nu\,d\nu =
     \sum_k \frac{\beta^k}{k!}|m_k(\nu)|^2` for a signed measure :math:`\nu`.
+
+    Parameters
+    ----------
+    Y : array_like, shape (n, d)
+        The points carrying the measure.
+    weights : array_like, shape (n,)
+        Non-negative weights summing to one.
+    k : int
+        The degree, :math:`k \ge 0`, with :math:`d^k \le 10^7`.
+    D : array_like, shape (d, d), optional
+        The symmetric positive semidefinite interaction matrix (identity by default).
+
+    Returns
+    -------
+    numpy.ndarray, shape (d**k,)
+        The flattened tensor :math:`m_k`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> t = np.linspace(0, 2 * np.pi, 8, endpoint=False)
+    >>> Y = np.column_stack([np.cos(t), np.sin(t)])  # a regular octagon on the circle
+    >>> w = np.full(8, 1 / 8)
+    >>> moment_tensor(Y, w, 0)
+    array([1.])
+    >>> bool(np.allclose(moment_tensor(Y, w, 1), 0))  # centred
+    True
+    >>> bool(np.allclose(moment_tensor(Y, w, 2), [0.5, 0, 0, 0.5]))  # covariance I/2
+    True
     """
     Y = _checks.points(Y, "Y")
     n, d = Y.shape
@@ -145,6 +233,27 @@ def moment_bound(gap: float, beta: float, k: int) -> float:
     and ``gap`` (e.g. :func:`energy_gap`) bounds :math:`E(\mu) - E(\mu^*)`. Derived in
     chapter 7. The factor :math:`\sqrt{k!/\beta^k}` grows without bound: an energy known to
     :math:`10^{-15}` says nothing about moments of high degree.
+
+    Parameters
+    ----------
+    gap : float
+        A bound on :math:`E(\mu) - E(\mu^*) \ge 0`.
+    beta : float
+        The inverse temperature :math:`\beta > 0`.
+    k : int
+        The degree of the moment, :math:`k \ge 0`.
+
+    Returns
+    -------
+    float
+        The bound :math:`\sqrt{2\,k!\,\beta^{1-k}\,\mathrm{gap}}`.
+
+    Examples
+    --------
+    >>> round(moment_bound(1e-10, 1.0, 2), 12)
+    2e-05
+    >>> moment_bound(1e-10, 0.1, 12) > 1  # degree 12 at beta = 0.1: nothing certified
+    True
     """
     gap = _checks.nonnegative_float(gap, "gap")
     beta = _sphere.beta(beta)
